@@ -1,0 +1,334 @@
+//! Stackful fibers for greenhook.
+//!
+//! A [`Fiber`] runs a closure on its own stack and can [`suspend`] itself
+//! back to whoever called [`Fiber::resume`]. This crate knows stacks and
+//! switching and nothing of I/O or scheduling; the `hub` crate builds the
+//! scheduler on top.
+//!
+//! - Stacks come from a per-thread pool carved out of large reserved regions
+//!   (see [`stack`]): spawning on a pooled stack makes no system call, and the
+//!   number of kernel mappings does not grow with the number of fibers.
+//! - Each stack has a guard page where the kernel allows, else a canary that
+//!   is checked at every switch. A stack overflow is reported by name:
+//!   `greenhook: fiber 7 'worker' overflowed its 256 KiB stack`.
+//! - Each fiber has its own `errno`, saved and restored at every switch, and
+//!   key/value slots for `pthread_key_*` emulation.
+//! - A suspended fiber is never unwound: dropping one abandons its frames
+//!   (they may belong to C code that cannot unwind) and recycles its stack.
+//!
+//! ```
+//! use fiber::{Fiber, suspend};
+//! let f = Fiber::new(None, None, || {
+//!     println!("one");
+//!     suspend();
+//!     println!("two");
+//! })
+//! .unwrap();
+//! assert!(!f.resume()); // prints "one", then suspends
+//! assert!(f.resume()); // prints "two", then finishes
+//! ```
+
+pub mod stack;
+
+mod overflow;
+
+use std::cell::{Cell, RefCell, UnsafeCell};
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+
+pub use stack::{default_stack_size, FiberStack, DEFAULT_STACK_SIZE};
+
+type Co = Coroutine<(), (), (), FiberStack>;
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The fiber running on this OS thread, null in the root context.
+    static CURRENT: Cell<*const Fiber> = const { Cell::new(std::ptr::null()) };
+}
+
+/// A stackful fiber.
+///
+/// Not `Send`: a fiber lives and dies on the OS thread that created it.
+pub struct Fiber {
+    co: UnsafeCell<Co>,
+    /// # Invariant
+    /// Null until the fiber first runs; then points at the yielder on the
+    /// fiber's own stack, valid until the fiber finishes.
+    yielder: Cell<*const Yielder<(), ()>>,
+    id: u64,
+    name: Option<Box<str>>,
+    errno: Cell<i32>,
+    locals: RefCell<Vec<usize>>,
+    guard: (usize, usize),
+    guarded: bool,
+    stack_size: usize,
+}
+
+impl Fiber {
+    /// Creates a fiber that will run `f` when first resumed.
+    ///
+    /// `stack_size` defaults to [`default_stack_size`]. The closure must not
+    /// let a panic escape (the `hub` crate catches panics at the fiber
+    /// boundary); if one does, it propagates out of [`Fiber::resume`].
+    pub fn new<F>(name: Option<Box<str>>, stack_size: Option<usize>, f: F) -> io::Result<Fiber>
+    where
+        F: FnOnce() + 'static,
+    {
+        overflow::ensure_installed();
+        let stack = FiberStack::new(stack_size.unwrap_or_else(default_stack_size))?;
+        let guard = stack.guard_range();
+        let guarded = stack.is_guarded();
+        let stack_size = stack.size();
+        let co = Co::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
+            let cur = CURRENT.with(|c| c.get());
+            // SAFETY: resume() set CURRENT to this fiber before switching
+            // here, and the fiber outlives its own execution.
+            unsafe { (*cur).yielder.set(y) };
+            f()
+        });
+        Ok(Fiber {
+            co: UnsafeCell::new(co),
+            yielder: Cell::new(std::ptr::null()),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            name,
+            errno: Cell::new(0),
+            locals: RefCell::new(Vec::new()),
+            guard,
+            guarded,
+            stack_size,
+        })
+    }
+
+    /// Runs the fiber until it suspends (returns `false`) or finishes
+    /// (returns `true`). Resuming a finished fiber returns `true` at once.
+    ///
+    /// Swaps `errno`: the caller's value is kept aside while the fiber runs
+    /// with its own.
+    ///
+    /// # Panics
+    /// If called from inside this same fiber (a fiber cannot resume itself).
+    #[inline]
+    pub fn resume(&self) -> bool {
+        let me: *const Fiber = self;
+        let prev = CURRENT.with(|c| c.replace(me));
+        assert!(prev != me, "a fiber cannot resume itself");
+        let saved = errno::get();
+        errno::set(self.errno.get());
+        // SAFETY: `co` is only ever touched here; resume is not re-entrant for
+        // one fiber (asserted above: a fiber's own code cannot reach this with
+        // the same fiber, and only one context runs at a time on a thread).
+        let r = unsafe { (*self.co.get()).resume(()) };
+        self.errno.set(errno::get());
+        errno::set(saved);
+        CURRENT.with(|c| c.set(prev));
+        if !self.guarded {
+            self.check_canary();
+        }
+        matches!(r, CoroutineResult::Return(()))
+    }
+
+    #[cold]
+    fn check_canary(&self) {
+        // SAFETY: `co` is not running (we are outside it).
+        let ok = unsafe { (*self.co.get()).done() } || self.stack_canary_ok();
+        if !ok {
+            overflow::report(self, "its stack canary was overwritten");
+        }
+    }
+
+    fn stack_canary_ok(&self) -> bool {
+        let lo = self.guard.1 as *const u64;
+        // SAFETY: the canary word is the lowest usable word of this fiber's
+        // stack, which stays mapped for the fiber's lifetime.
+        unsafe { lo.read_volatile() == stack::CANARY }
+    }
+
+    /// Whether the fiber's closure has returned.
+    pub fn is_finished(&self) -> bool {
+        // SAFETY: reading state while the fiber is not running; from inside
+        // the fiber it trivially reads "not done".
+        unsafe { (*self.co.get()).done() }
+    }
+
+    /// Whether the fiber has run at least once.
+    pub fn is_started(&self) -> bool {
+        // SAFETY: as in is_finished.
+        unsafe { (*self.co.get()).started() }
+    }
+
+    /// Process-unique id, starting at 1 (0 is the root context).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The name given at creation.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// Usable stack bytes.
+    pub fn stack_size(&self) -> usize {
+        self.stack_size
+    }
+
+    /// The saved `errno` of this fiber (meaningful while it is not running).
+    pub fn saved_errno(&self) -> i32 {
+        self.errno.get()
+    }
+
+    /// Reads key/value slot `key` (0 if never set).
+    pub fn local(&self, key: usize) -> usize {
+        self.locals.borrow().get(key).copied().unwrap_or(0)
+    }
+
+    /// Writes key/value slot `key`.
+    pub fn set_local(&self, key: usize, value: usize) {
+        let mut l = self.locals.borrow_mut();
+        if l.len() <= key {
+            if value == 0 {
+                return;
+            }
+            l.resize(key + 1, 0);
+        }
+        l[key] = value;
+    }
+
+    /// Takes all slots out, leaving none (for destructors at fiber exit).
+    pub fn take_locals(&self) -> Vec<usize> {
+        std::mem::take(&mut *self.locals.borrow_mut())
+    }
+}
+
+impl Drop for Fiber {
+    fn drop(&mut self) {
+        let co = self.co.get_mut();
+        if co.started() && !co.done() {
+            // SAFETY: the fiber is suspended. Its frames may belong to C code
+            // that must not be unwound, so we abandon them instead: nothing
+            // refers to that stack again, and its memory goes back to the
+            // pool for a new fiber to overwrite. Anything those frames owned
+            // is leaked, deliberately.
+            unsafe { co.force_reset() };
+        }
+    }
+}
+
+/// Suspends the current fiber, returning to whoever resumed it.
+///
+/// # Panics
+/// If called outside a fiber (in the root context).
+#[inline]
+pub fn suspend() {
+    let cur = CURRENT.with(|c| c.get());
+    assert!(!cur.is_null(), "fiber::suspend called outside a fiber");
+    // SAFETY: `cur` is the running fiber (set by resume), alive while it runs;
+    // its yielder was set when it started, and we are on its stack.
+    unsafe { (*(*cur).yielder.get()).suspend(()) }
+}
+
+/// Runs `f` with the fiber currently running on this thread, if any.
+pub fn with_current<R>(f: impl FnOnce(Option<&Fiber>) -> R) -> R {
+    let cur = CURRENT.with(|c| c.get());
+    // SAFETY: non-null CURRENT points at the running fiber, which lives at
+    // least until it returns to its resumer, i.e. past this call.
+    f(unsafe { cur.as_ref() })
+}
+
+/// Whether this code runs inside a fiber (as opposed to a thread's own stack).
+#[inline]
+pub fn in_fiber() -> bool {
+    !CURRENT.with(|c| c.get()).is_null()
+}
+
+/// Access to the calling OS thread's `errno`.
+pub mod errno {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    use libc::__errno_location as location;
+    #[cfg(any(target_os = "macos", target_os = "ios", target_os = "freebsd"))]
+    use libc::__error as location;
+
+    /// Reads `errno`.
+    #[inline]
+    pub fn get() -> i32 {
+        // SAFETY: the errno location is valid for the calling thread.
+        unsafe { *location() }
+    }
+
+    /// Writes `errno`.
+    #[inline]
+    pub fn set(v: i32) {
+        // SAFETY: as in get.
+        unsafe { *location() = v }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::rc::Rc;
+
+    #[test]
+    fn resume_suspend_and_finish() {
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let l = log.clone();
+        let f = Fiber::new(Some("t".into()), None, move || {
+            l.borrow_mut().push(1);
+            suspend();
+            l.borrow_mut().push(2);
+        })
+        .unwrap();
+        assert!(!f.is_started());
+        assert!(!f.resume());
+        assert_eq!(*log.borrow(), [1]);
+        assert!(f.resume());
+        assert!(f.is_finished());
+        assert_eq!(*log.borrow(), [1, 2]);
+        assert_eq!(f.name(), Some("t"));
+    }
+
+    #[test]
+    fn errno_is_per_fiber() {
+        errno::set(7);
+        let f = Fiber::new(None, None, || {
+            errno::set(42);
+            suspend();
+            assert_eq!(errno::get(), 42);
+        })
+        .unwrap();
+        f.resume();
+        assert_eq!(errno::get(), 7);
+        assert_eq!(f.saved_errno(), 42);
+        errno::set(9);
+        f.resume();
+        assert_eq!(errno::get(), 9);
+    }
+
+    #[test]
+    fn dropping_a_suspended_fiber_does_not_unwind() {
+        struct Loud;
+        impl Drop for Loud {
+            fn drop(&mut self) {
+                panic!("a suspended fiber was unwound");
+            }
+        }
+        let f = Fiber::new(None, None, || {
+            let _l = Loud;
+            suspend();
+        })
+        .unwrap();
+        f.resume();
+        drop(f);
+    }
+
+    #[test]
+    fn locals_default_to_zero() {
+        let f = Fiber::new(None, None, || {}).unwrap();
+        assert_eq!(f.local(3), 0);
+        f.set_local(3, 99);
+        assert_eq!(f.local(3), 99);
+        assert_eq!(f.take_locals(), vec![0, 0, 0, 99]);
+    }
+}

@@ -1,0 +1,170 @@
+//! Stack overflow reports.
+//!
+//! A SIGSEGV handler, running on an alternate signal stack, checks whether
+//! the faulting address lies in the guard page of the fiber running on this
+//! thread. If so it prints
+//! `greenhook: fiber <id> '<name>' overflowed its <size> KiB stack` and
+//! aborts. Any other fault goes to the handler that was installed before ours
+//! (or the default action), so ordinary crashes look as they always did.
+//!
+//! Everything in the handler is async-signal-safe: it reads a thread-local
+//! pointer, formats into a stack buffer and calls `write(2)` and `abort(3)`.
+
+use std::cell::Cell;
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use crate::{Fiber, CURRENT};
+
+/// 0 = not installed, 1 = installing, 2 = installed.
+static STATE: AtomicU8 = AtomicU8::new(0);
+static mut PREVIOUS: MaybeUninit<libc::sigaction> = MaybeUninit::uninit();
+
+thread_local! {
+    static ALTSTACK_READY: Cell<bool> = const { Cell::new(false) };
+}
+
+const ALTSTACK_SIZE: usize = 64 * 1024;
+
+/// Installs the process-wide handler (once) and makes sure this thread has an
+/// alternate signal stack (once per thread). Cheap after the first call.
+pub(crate) fn ensure_installed() {
+    if !ALTSTACK_READY.with(|c| c.replace(true)) {
+        install_altstack();
+    }
+    if STATE.load(Ordering::Acquire) == 2 {
+        return;
+    }
+    if STATE.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+        // SAFETY: zeroed sigaction is a valid value to fill in; PREVIOUS is
+        // written once, here, before STATE becomes 2 and before our handler
+        // can run (it is installed by this same call).
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = handler as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut sa.sa_mask);
+            let prev = &raw mut PREVIOUS;
+            libc::sigaction(libc::SIGSEGV, &sa, (*prev).as_mut_ptr());
+        }
+        STATE.store(2, Ordering::Release);
+    } else {
+        while STATE.load(Ordering::Acquire) != 2 {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+fn install_altstack() {
+    // SAFETY: querying the current alternate stack has no preconditions.
+    unsafe {
+        let mut old: libc::stack_t = std::mem::zeroed();
+        if libc::sigaltstack(std::ptr::null(), &mut old) == 0 && old.ss_flags & libc::SS_DISABLE == 0 {
+            return; // the thread already has one (std installs one on its threads)
+        }
+        let mem = libc::mmap(
+            std::ptr::null_mut(),
+            ALTSTACK_SIZE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if mem == libc::MAP_FAILED {
+            return;
+        }
+        let st = libc::stack_t { ss_sp: mem, ss_flags: 0, ss_size: ALTSTACK_SIZE };
+        // The alternate stack is leaked with the thread; it is 64 KiB once
+        // per OS thread that runs fibers.
+        libc::sigaltstack(&st, std::ptr::null_mut());
+    }
+}
+
+extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    let cur = CURRENT.try_with(|c| c.get()).unwrap_or(std::ptr::null());
+    // SAFETY: non-null CURRENT is the fiber running on this thread, alive
+    // while it runs; the fault happened while it ran.
+    if let Some(f) = unsafe { cur.as_ref() } {
+        // Anything from the guard page up to a little below it counts: a
+        // large frame can skip past a single guard page.
+        if addr >= f.guard.0.saturating_sub(64 * 1024) && addr < f.guard.1 {
+            report(f, "");
+        }
+    }
+    // Not ours: hand the fault to whoever had it before.
+    // SAFETY: PREVIOUS was filled before the handler was installed.
+    unsafe {
+        let prev = (*(&raw const PREVIOUS)).assume_init_ref();
+        let h = prev.sa_sigaction;
+        if h == libc::SIG_DFL || h == libc::SIG_IGN {
+            // Restore the default and return: the faulting instruction runs
+            // again and the process dies of SIGSEGV as it would have.
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = libc::SIG_DFL;
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
+            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) = std::mem::transmute(h);
+            f(sig, info, ctx);
+        } else {
+            let f: extern "C" fn(libc::c_int) = std::mem::transmute(h);
+            f(sig);
+        }
+    }
+}
+
+/// Prints the overflow report for `f` and aborts. Async-signal-safe.
+pub(crate) fn report(f: &Fiber, extra: &str) -> ! {
+    let mut buf = Buf { b: [0; 512], n: 0 };
+    buf.s("greenhook: fiber ");
+    buf.num(f.id);
+    buf.s(" '");
+    buf.s(f.name.as_deref().unwrap_or("<unnamed>"));
+    buf.s("' overflowed its ");
+    buf.num((f.stack_size / 1024) as u64);
+    buf.s(" KiB stack");
+    if !extra.is_empty() {
+        buf.s(" (");
+        buf.s(extra);
+        buf.s(")");
+    }
+    buf.s("; raise it with GREENHOOK_STACK_SIZE or a per-fiber stack size\n");
+    // SAFETY: write(2) and abort(3) are async-signal-safe; buf is initialised
+    // up to n.
+    unsafe {
+        libc::write(2, buf.b.as_ptr().cast(), buf.n);
+        libc::abort();
+    }
+}
+
+struct Buf {
+    b: [u8; 512],
+    n: usize,
+}
+
+impl Buf {
+    fn s(&mut self, s: &str) {
+        for &c in s.as_bytes() {
+            if self.n < self.b.len() {
+                self.b[self.n] = c;
+                self.n += 1;
+            }
+        }
+    }
+    fn num(&mut self, mut v: u64) {
+        let mut d = [0u8; 20];
+        let mut i = d.len();
+        loop {
+            i -= 1;
+            d[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        for &c in &d[i..] {
+            self.s(std::str::from_utf8(&[c]).unwrap_or("?"));
+        }
+    }
+}

@@ -1,0 +1,328 @@
+//! Fiber stacks: carved from large reserved regions, pooled per OS thread.
+//!
+//! ```text
+//!  region (one mmap, MAP_NORESERVE, never grows the mapping count per fiber)
+//!  ┌────────┬──────────────┬────────┬──────────────┬─────
+//!  │ guard  │ usable stack │ guard  │ usable stack │ ...
+//!  └────────┴──────────────┴────────┴──────────────┴─────
+//!  ^ limit()   (grows down)  ^ base() of slot 0 = limit of slot 1's guard
+//! ```
+//!
+//! Each slot is one guard page followed by the usable stack. The guard is
+//! installed with `madvise(MADV_GUARD_INSTALL)` where the kernel has it (Linux
+//! 6.13+: no new mapping, so a million guarded stacks fit under
+//! `vm.max_map_count`), else with `mprotect(PROT_NONE)` while a budget of
+//! mappings lasts, else the slot is left unguarded and a canary word at its
+//! lowest usable address is checked at every switch.
+//!
+//! A finished fiber's stack goes back to a per-thread free list and is reused
+//! as it is (its touched pages stay resident, like a malloc arena), so spawning
+//! on a pooled stack makes no system call.
+
+use std::cell::RefCell;
+use std::io;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+
+use corosensei::stack::{Stack, StackPointer};
+
+/// The stack size used when neither the fiber nor `GREENHOOK_STACK_SIZE` asks
+/// for another: 256 KiB of address space, of which an idle fiber touches one
+/// page. Enough for ordinary C thread bodies with `printf`, a few KiB of locals
+/// and moderate recursion; it is reserved, not committed, so a million of them
+/// cost address space only. Deep recursion or large arrays on the stack need a
+/// bigger size (`pthread_attr_setstacksize`, `Builder::stack_size` or the
+/// environment variable); an overflow is reported by name, never silent.
+pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
+
+/// The smallest usable stack we hand out: corosensei's initial frame, the
+/// scheduler's suspend path and a signal frame must fit with room to spare.
+pub const MIN_STACK_SIZE: usize = 16 * 1024;
+
+/// Bytes of address space reserved per region (rounded to whole slots).
+const REGION_BYTES: usize = 1 << 30;
+
+/// Written at the lowest usable word of an unguarded stack.
+pub(crate) const CANARY: u64 = 0x6772_6565_6e68_6f6f; // "greenhoo"
+
+/// `MADV_GUARD_INSTALL` (Linux 6.13+); the libc crate may not name it yet.
+#[cfg(target_os = "linux")]
+const MADV_GUARD_INSTALL: libc::c_int = 102;
+
+/// How slots get their guard, decided once per process on first use.
+const GUARD_UNKNOWN: u8 = 0;
+const GUARD_MADVISE: u8 = 1;
+const GUARD_MPROTECT: u8 = 2;
+static GUARD_MODE: AtomicU8 = AtomicU8::new(GUARD_UNKNOWN);
+
+/// mprotect guards split a mapping in two; stop adding them well before
+/// `vm.max_map_count` so the rest of the program keeps room for its own maps.
+static MPROTECT_GUARDS: AtomicUsize = AtomicUsize::new(0);
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
+}
+
+fn mprotect_budget() -> usize {
+    let max = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .unwrap_or(65530);
+    max / 4
+}
+
+/// Parses a size such as `65536`, `256K`, `256k`, `1M` or `1m`.
+pub fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let (num, mult) = match s.as_bytes().last()? {
+        b'k' | b'K' => (&s[..s.len() - 1], 1024),
+        b'm' | b'M' => (&s[..s.len() - 1], 1024 * 1024),
+        b'g' | b'G' => (&s[..s.len() - 1], 1024 * 1024 * 1024),
+        _ => (s, 1),
+    };
+    num.trim().parse::<usize>().ok()?.checked_mul(mult)
+}
+
+/// The process-wide default stack size: `GREENHOOK_STACK_SIZE` if it is set
+/// and valid, else [`DEFAULT_STACK_SIZE`]. Read once.
+pub fn default_stack_size() -> usize {
+    static CACHED: AtomicUsize = AtomicUsize::new(0);
+    let v = CACHED.load(Ordering::Relaxed);
+    if v != 0 {
+        return v;
+    }
+    let v = std::env::var("GREENHOOK_STACK_SIZE")
+        .ok()
+        .and_then(|s| parse_size(&s))
+        .unwrap_or(DEFAULT_STACK_SIZE);
+    let v = round_size(v);
+    CACHED.store(v, Ordering::Relaxed);
+    v
+}
+
+/// Rounds a requested size up to whole pages, at least [`MIN_STACK_SIZE`].
+pub fn round_size(size: usize) -> usize {
+    let page = page_size();
+    let size = size.max(MIN_STACK_SIZE);
+    size.div_ceil(page) * page
+}
+
+/// One fiber stack: a slot of a region.
+///
+/// # Invariant
+/// `[guard_lo, top)` lies inside a live region that is never unmapped;
+/// `[guard_lo + guard, top)` is readable and writable and owned by this value.
+pub struct FiberStack {
+    slot: Slot,
+}
+
+/// The plain description of a slot; the pool keeps these.
+#[derive(Clone, Copy)]
+struct Slot {
+    top: usize,
+    guard_lo: usize,
+    guard: usize,
+    /// Whether a real guard page protects the low end (else a canary does).
+    guarded: bool,
+}
+
+impl FiberStack {
+    /// Takes a stack of `size` usable bytes (rounded up) from this thread's
+    /// pool, reserving a new region when the pool is empty.
+    pub fn new(size: usize) -> io::Result<FiberStack> {
+        let size = round_size(size);
+        POOL.with(|p| p.borrow_mut().take(size))
+    }
+
+    /// Usable bytes (excluding the guard page).
+    pub fn size(&self) -> usize {
+        self.slot.size()
+    }
+
+    /// The guard range `[lo, hi)`: a fault here is a stack overflow.
+    pub fn guard_range(&self) -> (usize, usize) {
+        (self.slot.guard_lo, self.slot.guard_lo + self.slot.guard)
+    }
+
+    /// Whether a guard page protects this stack (else only the canary).
+    pub fn is_guarded(&self) -> bool {
+        self.slot.guarded
+    }
+}
+
+impl Slot {
+    fn size(&self) -> usize {
+        self.top - self.guard_lo - self.guard
+    }
+
+}
+
+// SAFETY: base and limit bound memory owned by this value, both page aligned
+// (so aligned to STACK_ALIGNMENT); the low end is a guard page, or, where no
+// guard could be installed, a canary checked at every switch reports overflow.
+unsafe impl Stack for FiberStack {
+    fn base(&self) -> StackPointer {
+        StackPointer::new(self.slot.top).expect("stack top is non-null")
+    }
+    fn limit(&self) -> StackPointer {
+        StackPointer::new(self.slot.guard_lo).expect("stack limit is non-null")
+    }
+}
+
+impl Drop for FiberStack {
+    fn drop(&mut self) {
+        let slot = self.slot;
+        // At thread exit the pool may be gone: then the slot is leaked, which
+        // is harmless (regions are never unmapped).
+        let _ = POOL.try_with(|p| {
+            if let Ok(mut p) = p.try_borrow_mut() {
+                p.give(slot);
+            }
+        });
+    }
+}
+
+struct SizeClass {
+    size: usize,
+    free: Vec<Slot>,
+    /// The region being carved: next slot address and slots left.
+    next: usize,
+    left: usize,
+}
+
+struct Pool {
+    classes: Vec<SizeClass>,
+}
+
+thread_local! {
+    static POOL: RefCell<Pool> = const { RefCell::new(Pool { classes: Vec::new() }) };
+}
+
+impl Pool {
+    fn class(&mut self, size: usize) -> &mut SizeClass {
+        let i = match self.classes.iter().position(|c| c.size == size) {
+            Some(i) => i,
+            None => {
+                self.classes.push(SizeClass { size, free: Vec::new(), next: 0, left: 0 });
+                self.classes.len() - 1
+            }
+        };
+        &mut self.classes[i]
+    }
+
+    fn take(&mut self, size: usize) -> io::Result<FiberStack> {
+        let class = self.class(size);
+        if let Some(slot) = class.free.pop() {
+            return Ok(FiberStack { slot });
+        }
+        let page = page_size();
+        let slot = size + page;
+        if class.left == 0 {
+            let slots = (REGION_BYTES / slot).max(16);
+            let len = slots * slot;
+            // SAFETY: a fresh anonymous private mapping; no existing memory
+            // is affected. MAP_NORESERVE: only touched pages are committed.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            class.next = p as usize;
+            class.left = slots;
+        }
+        let lo = class.next;
+        class.next += slot;
+        class.left -= 1;
+        let guarded = install_guard(lo, page);
+        if !guarded {
+            // SAFETY: the canary word is the lowest usable word of the slot we
+            // just carved; nothing else refers to it.
+            unsafe { ((lo + page) as *mut u64).write_volatile(CANARY) };
+        }
+        Ok(FiberStack { slot: Slot { top: lo + slot, guard_lo: lo, guard: page, guarded } })
+    }
+
+    fn give(&mut self, s: Slot) {
+        self.class(s.size()).free.push(s);
+    }
+}
+
+/// Installs a guard page at `lo`; returns whether one is now in place.
+fn install_guard(lo: usize, page: usize) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        let mode = GUARD_MODE.load(Ordering::Relaxed);
+        if mode == GUARD_UNKNOWN || mode == GUARD_MADVISE {
+            // SAFETY: `lo` is the first page of a slot of our own region;
+            // turning it into a guard affects nothing else.
+            let r = unsafe { libc::madvise(lo as *mut libc::c_void, page, MADV_GUARD_INSTALL) };
+            if r == 0 {
+                GUARD_MODE.store(GUARD_MADVISE, Ordering::Relaxed);
+                return true;
+            }
+            GUARD_MODE.store(GUARD_MPROTECT, Ordering::Relaxed);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    GUARD_MODE.store(GUARD_MPROTECT, Ordering::Relaxed);
+
+    static BUDGET: AtomicUsize = AtomicUsize::new(0);
+    let mut budget = BUDGET.load(Ordering::Relaxed);
+    if budget == 0 {
+        budget = mprotect_budget();
+        BUDGET.store(budget, Ordering::Relaxed);
+    }
+    if MPROTECT_GUARDS.fetch_add(1, Ordering::Relaxed) >= budget {
+        MPROTECT_GUARDS.fetch_sub(1, Ordering::Relaxed);
+        return false;
+    }
+    // SAFETY: as above, the page belongs to a slot of our own region.
+    let r = unsafe { libc::mprotect(lo as *mut libc::c_void, page, libc::PROT_NONE) };
+    r == 0
+}
+
+/// Which guard mechanism this process uses, for diagnostics.
+pub fn guard_mode() -> &'static str {
+    match GUARD_MODE.load(Ordering::Relaxed) {
+        GUARD_MADVISE => "madvise(MADV_GUARD_INSTALL)",
+        GUARD_MPROTECT => "mprotect while the mapping budget lasts, then canaries",
+        _ => "not decided yet",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_suffixes() {
+        assert_eq!(parse_size("65536"), Some(65536));
+        assert_eq!(parse_size("256K"), Some(256 * 1024));
+        assert_eq!(parse_size("1m"), Some(1 << 20));
+        assert_eq!(parse_size("x"), None);
+        assert_eq!(parse_size(""), None);
+    }
+
+    #[test]
+    fn stacks_are_reused_from_the_pool() {
+        let a = FiberStack::new(64 * 1024).unwrap();
+        let top = a.slot.top;
+        drop(a);
+        let b = FiberStack::new(64 * 1024).unwrap();
+        assert_eq!(b.slot.top, top);
+        assert!(b.size() >= 64 * 1024);
+    }
+}

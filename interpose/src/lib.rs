@@ -1,0 +1,1 @@
+//! interpose: filled by the interposer issue.

@@ -1,0 +1,2 @@
+//! ld_preload_demo
+fn main() {}
