@@ -35,7 +35,10 @@ pub(crate) fn ensure_installed() {
     if STATE.load(Ordering::Acquire) == 2 {
         return;
     }
-    if STATE.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+    if STATE
+        .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
+    {
         // SAFETY: zeroed sigaction is a valid value to fill in; PREVIOUS is
         // written once, here, before STATE becomes 2 and before our handler
         // can run (it is installed by this same call).
@@ -73,7 +76,11 @@ fn install_altstack() {
         if mem == libc::MAP_FAILED {
             return;
         }
-        let st = libc::stack_t { ss_sp: mem, ss_flags: 0, ss_size: ALTSTACK_SIZE };
+        let st = libc::stack_t {
+            ss_sp: mem,
+            ss_flags: 0,
+            ss_size: ALTSTACK_SIZE,
+        };
         // The alternate stack is leaked with the thread; it is 64 KiB once
         // per OS thread that runs fibers.
         libc::sigaltstack(&st, std::ptr::null_mut());
@@ -96,7 +103,8 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     // Not ours: hand the fault to whoever had it before.
     // SAFETY: PREVIOUS was filled before the handler was installed.
     unsafe {
-        let prev = (*(&raw const PREVIOUS)).assume_init_ref();
+        let p: *const MaybeUninit<libc::sigaction> = &raw const PREVIOUS;
+        let prev = (*p).assume_init_ref();
         let h = prev.sa_sigaction;
         if h == libc::SIG_DFL || h == libc::SIG_IGN {
             // Restore the default and return: the faulting instruction runs

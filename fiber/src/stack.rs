@@ -159,7 +159,6 @@ impl Slot {
     fn size(&self) -> usize {
         self.top - self.guard_lo - self.guard
     }
-
 }
 
 // SAFETY: base and limit bound memory owned by this value, both page aligned
@@ -208,7 +207,12 @@ impl Pool {
         let i = match self.classes.iter().position(|c| c.size == size) {
             Some(i) => i,
             None => {
-                self.classes.push(SizeClass { size, free: Vec::new(), next: 0, left: 0 });
+                self.classes.push(SizeClass {
+                    size,
+                    free: Vec::new(),
+                    next: 0,
+                    left: 0,
+                });
                 self.classes.len() - 1
             }
         };
@@ -252,7 +256,14 @@ impl Pool {
             // just carved; nothing else refers to it.
             unsafe { ((lo + page) as *mut u64).write_volatile(CANARY) };
         }
-        Ok(FiberStack { slot: Slot { top: lo + slot, guard_lo: lo, guard: page, guarded } })
+        Ok(FiberStack {
+            slot: Slot {
+                top: lo + slot,
+                guard_lo: lo,
+                guard: page,
+                guarded,
+            },
+        })
     }
 
     fn give(&mut self, s: Slot) {

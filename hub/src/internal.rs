@@ -1,0 +1,68 @@
+//! Marks code that belongs to greenhook's own machinery.
+//!
+//! The interposer's hooks pass straight through to libc when
+//! [`is_internal`] is true: in the offload pool's worker threads (for their
+//! whole life), while the hub spawns those threads, and while it prints
+//! reports. That keeps the hub's own work from being turned into fiber
+//! operations.
+
+use std::cell::Cell;
+
+thread_local! {
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Whether the caller is greenhook machinery (hooks must pass through).
+#[inline]
+pub fn is_internal() -> bool {
+    DEPTH.with(|d| d.get()) != 0
+}
+
+/// While alive, the thread counts as greenhook machinery.
+pub struct Guard(());
+
+impl Guard {
+    /// Enters internal mode (nests).
+    pub fn new() -> Guard {
+        DEPTH.with(|d| d.set(d.get() + 1));
+        Guard(())
+    }
+}
+
+impl Default for Guard {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        DEPTH.with(|d| d.set(d.get() - 1));
+    }
+}
+
+/// Marks this whole thread as machinery (worker threads).
+pub(crate) fn mark_thread() {
+    DEPTH.with(|d| d.set(d.get() + 1));
+}
+
+type Describer = fn(usize) -> Option<String>;
+static DESCRIBER: std::sync::atomic::AtomicPtr<()> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+/// Lets the layer above say what a wait-queue key is ("mutex 0x…, held by
+/// fiber 2") in deadlock reports.
+pub fn set_key_describer(f: Describer) {
+    DESCRIBER.store(f as *mut (), std::sync::atomic::Ordering::Release);
+}
+
+pub(crate) fn describe_key(key: usize) -> String {
+    let p = DESCRIBER.load(std::sync::atomic::Ordering::Acquire);
+    if !p.is_null() {
+        // SAFETY: only set_key_describer stores here, from a `Describer`.
+        let f: Describer = unsafe { std::mem::transmute::<*mut (), Describer>(p) };
+        if let Some(s) = f(key) {
+            return s;
+        }
+    }
+    format!("address {key:#x}")
+}

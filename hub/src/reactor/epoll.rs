@@ -1,0 +1,103 @@
+//! Linux backend: epoll through raw system calls.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustix::event::epoll::{self, CreateFlags, EventData, EventFlags};
+use rustix::event::{eventfd, EventfdFlags, Timespec};
+
+/// The data word that marks the notifier's eventfd.
+const NOTIFY: u64 = u64::MAX;
+
+pub(crate) struct Reactor {
+    epfd: OwnedFd,
+    notifier: Notifier,
+    buf: std::cell::RefCell<Vec<epoll::Event>>,
+}
+
+/// Cross-thread wake-up: an eventfd registered in the epoll set.
+#[derive(Clone)]
+pub(crate) struct Notifier {
+    efd: Arc<OwnedFd>,
+}
+
+impl Notifier {
+    pub(crate) fn notify(&self) {
+        let _ = rustix::io::write(&*self.efd, &1u64.to_ne_bytes());
+    }
+}
+
+fn borrowed(fd: RawFd) -> BorrowedFd<'static> {
+    // SAFETY: the fd is only used for the duration of one epoll_ctl call,
+    // during which the caller (a hook about to wait on it, or about to close
+    // it) keeps it open.
+    unsafe { BorrowedFd::borrow_raw(fd) }
+}
+
+impl Reactor {
+    pub(crate) fn new() -> io::Result<Reactor> {
+        let epfd = epoll::create(CreateFlags::CLOEXEC)?;
+        let efd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
+        epoll::add(&epfd, &efd, EventData::new_u64(NOTIFY), EventFlags::IN | EventFlags::ET)?;
+        Ok(Reactor {
+            epfd,
+            notifier: Notifier { efd: Arc::new(efd) },
+            buf: std::cell::RefCell::new(Vec::with_capacity(256)),
+        })
+    }
+
+    pub(crate) fn notifier(&self) -> Notifier {
+        self.notifier.clone()
+    }
+
+    pub(crate) fn register(&self, fd: RawFd) -> io::Result<()> {
+        let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
+        match epoll::add(&self.epfd, borrowed(fd), EventData::new_u64(fd as u64), flags) {
+            Ok(()) => Ok(()),
+            // Registered already (e.g. through a dup that we did not see):
+            // the registration is still live and edge-triggered, keep it.
+            Err(rustix::io::Errno::EXIST) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub(crate) fn deregister(&self, fd: RawFd) {
+        let _ = epoll::delete(&self.epfd, borrowed(fd));
+    }
+
+    pub(crate) fn wait(&self, timeout: Option<Duration>, out: &mut Vec<(RawFd, bool, bool)>) -> io::Result<()> {
+        let ts = timeout.map(|d| Timespec {
+            tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
+            tv_nsec: d.subsec_nanos() as _,
+        });
+        let mut buf = self.buf.borrow_mut();
+        buf.clear();
+        let cap = buf.capacity();
+        match epoll::wait(&self.epfd, rustix::buffer::spare_capacity(&mut *buf), ts.as_ref()) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+        let full = buf.len() == cap;
+        for ev in buf.iter() {
+            let data = ev.data.u64();
+            if data == NOTIFY {
+                let mut b = [0u8; 8];
+                let _ = rustix::io::read(self.notifier.efd.as_fd(), &mut b);
+                continue;
+            }
+            let f = ev.flags;
+            let r =
+                f.intersects(EventFlags::IN | EventFlags::PRI | EventFlags::HUP | EventFlags::ERR | EventFlags::RDHUP);
+            let w = f.intersects(EventFlags::OUT | EventFlags::HUP | EventFlags::ERR);
+            out.push((data as RawFd, r, w));
+        }
+        if full {
+            // Busy loop turn: let the next wait take more at once.
+            buf.reserve(cap);
+        }
+        Ok(())
+    }
+}

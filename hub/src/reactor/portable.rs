@@ -1,0 +1,76 @@
+//! Portable backend on the `polling` crate (kqueue on macOS/BSD; epoll on
+//! Linux when forced with `--cfg greenhook_force_polling`, so that CI tests
+//! this path too). Registrations are edge-triggered, made once per fd.
+
+use std::io;
+use std::os::fd::{BorrowedFd, RawFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+use polling::{Event, Events, PollMode, Poller};
+
+pub(crate) struct Reactor {
+    poller: Arc<Poller>,
+    events: std::cell::RefCell<Events>,
+}
+
+/// Cross-thread wake-up through `Poller::notify`.
+#[derive(Clone)]
+pub(crate) struct Notifier {
+    poller: Arc<Poller>,
+}
+
+impl Notifier {
+    pub(crate) fn notify(&self) {
+        let _ = self.poller.notify();
+    }
+}
+
+fn borrowed(fd: RawFd) -> BorrowedFd<'static> {
+    // SAFETY: used only for the duration of one registration call, while the
+    // caller keeps the fd open.
+    unsafe { BorrowedFd::borrow_raw(fd) }
+}
+
+impl Reactor {
+    pub(crate) fn new() -> io::Result<Reactor> {
+        Ok(Reactor {
+            poller: Arc::new(Poller::new()?),
+            events: std::cell::RefCell::new(Events::new()),
+        })
+    }
+
+    pub(crate) fn notifier(&self) -> Notifier {
+        Notifier {
+            poller: self.poller.clone(),
+        }
+    }
+
+    pub(crate) fn register(&self, fd: RawFd) -> io::Result<()> {
+        // SAFETY: the hub deregisters every fd before it is closed
+        // (Hub::forget_fd is called by the close hooks), as `add` requires.
+        let r = unsafe { self.poller.add_with_mode(fd, Event::all(fd as usize), PollMode::Edge) };
+        match r {
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(()),
+            r => r,
+        }
+    }
+
+    pub(crate) fn deregister(&self, fd: RawFd) {
+        let _ = self.poller.delete(borrowed(fd));
+    }
+
+    pub(crate) fn wait(&self, timeout: Option<Duration>, out: &mut Vec<(RawFd, bool, bool)>) -> io::Result<()> {
+        let mut events = self.events.borrow_mut();
+        events.clear();
+        match self.poller.wait(&mut events, timeout) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        for ev in events.iter() {
+            out.push((ev.key as RawFd, ev.readable, ev.writable));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,119 @@
+//! Cross-thread wake-ups.
+//!
+//! Another OS thread cannot touch a hub's run queue; it pushes a token into
+//! the hub's lock-free inbox and pokes the reactor's notifier (only when the
+//! inbox was not already flagged, so a burst costs one system call). The hub
+//! drains the inbox on every loop turn and wakes the task that registered
+//! each token.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crossbeam_queue::SegQueue;
+
+use crate::reactor::Notifier;
+use crate::{Hub, Waiter, Waiting, Wake};
+
+struct Shared {
+    queue: SegQueue<u64>,
+    notified: AtomicBool,
+    notifier: Notifier,
+}
+
+/// The hub side.
+pub(crate) struct Inbox {
+    shared: Arc<Shared>,
+    pending: RefCell<HashMap<u64, Waiter>>,
+    next: Cell<u64>,
+    /// Waits that something outside the hub may end (signals, cancellation):
+    /// they keep the deadlock detector quiet.
+    holds: Cell<usize>,
+}
+
+impl Inbox {
+    pub(crate) fn new(notifier: Notifier) -> Inbox {
+        Inbox {
+            shared: Arc::new(Shared {
+                queue: SegQueue::new(),
+                notified: AtomicBool::new(false),
+                notifier,
+            }),
+            pending: RefCell::new(HashMap::new()),
+            next: Cell::new(0),
+            holds: Cell::new(0),
+        }
+    }
+
+    /// Outstanding remote wake-ups plus holds.
+    pub(crate) fn pending(&self) -> usize {
+        self.pending.borrow().len() + self.holds.get()
+    }
+
+    pub(crate) fn hold(&self) {
+        self.holds.set(self.holds.get() + 1);
+    }
+
+    pub(crate) fn release(&self) {
+        self.holds.set(self.holds.get() - 1);
+    }
+
+    pub(crate) fn drain(&self, hub: &Hub) {
+        if !self.shared.notified.load(Ordering::Acquire) {
+            return;
+        }
+        // Clear the flag before popping: a push after this point will flag
+        // and notify again, so no token is left behind unannounced.
+        self.shared.notified.store(false, Ordering::SeqCst);
+        while let Some(token) = self.shared.queue.pop() {
+            let w = self.pending.borrow_mut().remove(&token);
+            if let Some(w) = w {
+                hub.wake(&w, Wake::Ready);
+            }
+        }
+    }
+}
+
+/// Wakes one waiting task of a hub from any thread. `Send + Sync`.
+///
+/// Dropping it wakes too, so a task can never be stranded by a waker that
+/// was lost on the other side.
+pub struct RemoteWaker {
+    shared: Arc<Shared>,
+    token: u64,
+}
+
+impl RemoteWaker {
+    /// Wakes the task (consumes the waker).
+    pub fn wake(self) {}
+}
+
+impl Drop for RemoteWaker {
+    fn drop(&mut self) {
+        self.shared.queue.push(self.token);
+        if !self.shared.notified.swap(true, Ordering::SeqCst) {
+            self.shared.notifier.notify();
+        }
+    }
+}
+
+/// Blocks the current task until the [`RemoteWaker`] handed to `register`
+/// is woken (or dropped), from any thread.
+///
+/// `register` runs after the task is marked waiting, so a wake-up that
+/// happens before the task actually sleeps is not lost.
+pub fn wait_remote(register: impl FnOnce(RemoteWaker)) {
+    let hub = Hub::get();
+    let cur = hub.current();
+    let inbox = &hub.remote;
+    let token = inbox.next.get();
+    inbox.next.set(token + 1);
+    let w = hub.prepare(&cur, Waiting::Remote);
+    inbox.pending.borrow_mut().insert(token, w);
+    register(RemoteWaker {
+        shared: inbox.shared.clone(),
+        token,
+    });
+    hub.block(&cur, None);
+}

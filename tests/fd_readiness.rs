@@ -1,0 +1,78 @@
+//! wait_readable / wait_writable: ping-pong, timeouts, and closing an fd
+//! while a fiber waits on it.
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+fn read_exact_nb(s: &mut UnixStream, buf: &mut [u8]) {
+    let mut got = 0;
+    while got < buf.len() {
+        match s.read(&mut buf[got..]) {
+            Ok(0) => panic!("eof"),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => greenhook::io::wait_readable(s.as_raw_fd(), None).unwrap(),
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+#[test]
+fn socketpair_ping_pong() {
+    let (mut a, mut b) = UnixStream::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    b.set_nonblocking(true).unwrap();
+    const N: u32 = 10_000;
+    let pong = greenhook::spawn(move || {
+        let mut buf = [0u8; 4];
+        for i in 0..N {
+            read_exact_nb(&mut b, &mut buf);
+            assert_eq!(u32::from_le_bytes(buf), i);
+            b.write_all(&(i + 1).to_le_bytes()).unwrap();
+        }
+    });
+    let ping = greenhook::spawn(move || {
+        let mut buf = [0u8; 4];
+        for i in 0..N {
+            a.write_all(&i.to_le_bytes()).unwrap();
+            read_exact_nb(&mut a, &mut buf);
+            assert_eq!(u32::from_le_bytes(buf), i + 1);
+        }
+    });
+    ping.join().unwrap();
+    pong.join().unwrap();
+}
+
+#[test]
+fn wait_times_out_not_early() {
+    let (a, _b) = UnixStream::pair().unwrap();
+    let t0 = Instant::now();
+    let e = greenhook::io::wait_readable(a.as_raw_fd(), Some(Duration::from_millis(30))).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::TimedOut);
+    assert!(t0.elapsed() >= Duration::from_millis(30));
+}
+
+#[test]
+fn writable_is_immediate_on_an_empty_socket() {
+    let (a, _b) = UnixStream::pair().unwrap();
+    greenhook::io::wait_writable(a.as_raw_fd(), Some(Duration::from_secs(5))).unwrap();
+}
+
+#[test]
+fn forgetting_an_fd_wakes_its_waiters_with_ebadf() {
+    let (a, _b) = UnixStream::pair().unwrap();
+    let fd = a.as_raw_fd();
+    let waiter = greenhook::spawn(move || greenhook::io::wait_readable(fd, None));
+    greenhook::yield_now(); // let it block
+    hub::forget_fd(fd);
+    let r = waiter.join().unwrap();
+    assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::EBADF));
+    drop(a);
+}
+
+#[test]
+fn regular_files_cannot_be_polled() {
+    let f = std::fs::File::open("Cargo.toml").unwrap();
+    let e = greenhook::io::wait_readable(f.as_raw_fd(), None).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EPERM));
+}

@@ -1,0 +1,61 @@
+//! The offload pool runs closures on other OS threads while the calling
+//! fiber waits, and wakes exactly that fiber; other fibers keep running.
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+#[test]
+fn offload_runs_off_the_hub_and_wakes_the_caller() {
+    let hub_thread = std::thread::current().id();
+    let ticks = Rc::new(Cell::new(0u32));
+    let t2 = ticks.clone();
+    let ticker = greenhook::spawn(move || {
+        for _ in 0..20 {
+            greenhook::sleep(Duration::from_millis(5));
+            t2.set(t2.get() + 1);
+        }
+    });
+    let workers: Vec<_> = (0..8u64)
+        .map(|i| {
+            greenhook::spawn(move || {
+                let (tid, v) = hub::offload(move || {
+                    // A real blocking call: it would stall the hub if run there.
+                    std::thread::sleep(Duration::from_millis(50));
+                    (std::thread::current().id(), i * 2)
+                });
+                (tid, v, i)
+            })
+        })
+        .collect();
+    let t0 = Instant::now();
+    for w in workers {
+        let (tid, v, i) = w.join().unwrap();
+        assert_ne!(tid, hub_thread);
+        assert_eq!(v, i * 2, "a result went to the wrong fiber");
+    }
+    // 8 × 50 ms on a pool of 4 ≈ 100 ms, not 400 ms.
+    assert!(t0.elapsed() < Duration::from_millis(350), "{:?}", t0.elapsed());
+    assert!(ticks.get() >= 5, "the ticker was stalled: {} ticks", ticks.get());
+    ticker.join().unwrap();
+}
+
+#[test]
+fn offload_borrows_and_propagates_panics() {
+    let data = [1u32, 2, 3];
+    let sum = hub::offload(|| data.iter().sum::<u32>());
+    assert_eq!(sum, 6);
+    let r = std::panic::catch_unwind(|| hub::offload(|| panic!("in the pool")));
+    assert!(r.is_err());
+}
+
+#[test]
+fn remote_wakers_work_from_any_thread() {
+    let t0 = Instant::now();
+    hub::wait_remote(|w| {
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            w.wake();
+        });
+    });
+    assert!(t0.elapsed() >= Duration::from_millis(20));
+}

@@ -1,0 +1,55 @@
+//! The run queue is FIFO, and yield_now interleaves fibers round-robin.
+use std::cell::RefCell;
+use std::rc::Rc;
+
+#[test]
+fn spawned_fibers_start_in_spawn_order() {
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let hs: Vec<_> = (0..5)
+        .map(|i| {
+            let l = log.clone();
+            greenhook::spawn(move || l.borrow_mut().push(i))
+        })
+        .collect();
+    assert!(log.borrow().is_empty(), "spawn must not run the fiber eagerly");
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert_eq!(*log.borrow(), [0, 1, 2, 3, 4]);
+}
+
+#[test]
+fn yield_now_is_round_robin() {
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let hs: Vec<_> = (0..3)
+        .map(|i| {
+            let l = log.clone();
+            greenhook::spawn(move || {
+                for r in 0..3 {
+                    l.borrow_mut().push((r, i));
+                    greenhook::yield_now();
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    let expect: Vec<_> = (0..3).flat_map(|r| (0..3).map(move |i| (r, i))).collect();
+    assert_eq!(*log.borrow(), expect);
+}
+
+#[test]
+fn root_yield_runs_ready_fibers_once() {
+    let n = Rc::new(RefCell::new(0));
+    let n2 = n.clone();
+    let h = greenhook::spawn(move || {
+        *n2.borrow_mut() += 1;
+        greenhook::yield_now();
+        *n2.borrow_mut() += 1;
+    });
+    greenhook::yield_now();
+    assert_eq!(*n.borrow(), 1);
+    h.join().unwrap();
+    assert_eq!(*n.borrow(), 2);
+}
