@@ -233,3 +233,18 @@ pub mod io {
         hub::wait_fd(fd, hub::Interest::Writable, deadline(timeout))
     }
 }
+
+/// gevent-style patching for Rust programs.
+pub mod monkey {
+    /// Makes blocking std and libc calls cooperate inside fibers:
+    /// `std::thread::sleep`, `std::net` I/O, and `std::sync` locks (through
+    /// the futex). Idempotent. `std::thread::spawn` still makes real threads.
+    pub fn patch_all() {
+        interpose::patch_all()
+    }
+
+    /// Whether [`patch_all`] was called (or the preload library is active).
+    pub fn is_patched() -> bool {
+        interpose::is_patched()
+    }
+}

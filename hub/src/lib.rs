@@ -47,7 +47,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 pub use pool::{offload, pool_size};
-pub use remote::{wait_remote, RemoteWaker};
+pub use remote::{park_remote, wait_remote, RemoteWaker};
 
 use reactor::Reactor;
 
@@ -119,6 +119,8 @@ pub struct Task {
     index: Cell<usize>,
     joiners: RefCell<Vec<Waiter>>,
     detached: Cell<bool>,
+    /// Set by [`exit_current`]: the fiber ends at its next suspension.
+    exiting: Cell<bool>,
     /// Opaque per-task word for the layer above (the interposer keeps its
     /// pthread record here).
     user: Cell<usize>,
@@ -135,6 +137,7 @@ impl Task {
             index: Cell::new(usize::MAX),
             joiners: RefCell::new(Vec::new()),
             detached: Cell::new(false),
+            exiting: Cell::new(false),
             user: Cell::new(0),
         }
     }
@@ -447,7 +450,7 @@ impl Hub {
         bump(&self.counters.switches);
         let done = t.fiber.as_ref().is_some_and(|f| f.resume());
         CURRENT.with(|c| c.set(std::ptr::null()));
-        if done {
+        if done || t.exiting.get() {
             self.finish(t);
         }
     }
@@ -653,6 +656,22 @@ pub fn join_until(task: &Rc<Task>, deadline: Instant) -> bool {
         }
     }
     true
+}
+
+/// Ends the calling fiber now, without unwinding its stack (its frames may
+/// be C frames that cannot unwind; whatever they own is leaked). Joiners are
+/// woken as if the fiber had returned.
+///
+/// # Panics
+/// When called from the root context (there is no fiber to end).
+pub fn exit_current() -> ! {
+    {
+        let cur = Hub::get().current();
+        assert!(!cur.is_root(), "hub::exit_current called outside a fiber");
+        cur.exiting.set(true);
+    }
+    fiber::suspend();
+    unreachable!("an exited fiber was resumed")
 }
 
 /// Sleeps the current task for at least `dur`.

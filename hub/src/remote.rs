@@ -99,21 +99,38 @@ impl Drop for RemoteWaker {
 }
 
 /// Blocks the current task until the [`RemoteWaker`] handed to `register`
-/// is woken (or dropped), from any thread.
+/// is woken (or dropped), from any thread. Cannot be interrupted.
 ///
 /// `register` runs after the task is marked waiting, so a wake-up that
 /// happens before the task actually sleeps is not lost.
 pub fn wait_remote(register: impl FnOnce(RemoteWaker)) {
+    remote_wait(Waiting::Remote, None, register);
+}
+
+/// Like [`wait_remote`], but the wait ends at `deadline` or on
+/// [`Task::interrupt`](crate::Task::interrupt) too; a later wake-up through
+/// the waker is then ignored. `key` is shown in deadlock reports (e.g. the
+/// futex address). This is the cross-thread half of futex emulation.
+pub fn park_remote(key: usize, deadline: Option<std::time::Instant>, register: impl FnOnce(RemoteWaker)) -> Park {
+    match remote_wait(Waiting::Park(key), deadline, register) {
+        Wake::Ready => Park::Unparked,
+        Wake::TimedOut => Park::TimedOut,
+        Wake::Closed | Wake::Interrupted => Park::Interrupted,
+    }
+}
+
+fn remote_wait(what: Waiting, deadline: Option<std::time::Instant>, register: impl FnOnce(RemoteWaker)) -> Wake {
     let hub = Hub::get();
     let cur = hub.current();
     let inbox = &hub.remote;
     let token = inbox.next.get();
     inbox.next.set(token + 1);
-    let w = hub.prepare(&cur, Waiting::Remote);
+    let w = hub.prepare(&cur, what);
     inbox.pending.borrow_mut().insert(token, w);
-    register(RemoteWaker {
-        shared: inbox.shared.clone(),
-        token,
-    });
-    hub.block(&cur, None);
+    register(RemoteWaker { shared: inbox.shared.clone(), token });
+    let r = hub.block(&cur, deadline);
+    if r != Wake::Ready {
+        inbox.pending.borrow_mut().remove(&token);
+    }
+    r
 }

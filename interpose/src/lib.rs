@@ -1,1 +1,110 @@
-//! interpose: filled by the interposer issue.
+//! The libc ABI layer: hooks that turn blocking calls and pthreads into
+//! fiber operations on the hub.
+//!
+//! Organised like gevent's `monkey`: one module per area, a [`real`] module
+//! that resolves and caches the next definitions, and every hook written in
+//! one shape:
+//!
+//! 1. **gate**: pass straight through when not patched, when the caller is
+//!    greenhook's own machinery, when the fd is not one we manage or the user
+//!    asked for `O_NONBLOCK`, or (for sleeps) when no fiber could run anyway;
+//! 2. **try** the real call (managed fds are non-blocking underneath);
+//! 3. on `EAGAIN`, **wait** on the hub for readiness, with the fd's timeout;
+//! 4. **retry**; and set `errno` **last**, just before returning.
+//!
+//! A panic inside a hook never crosses `extern "C"`: it aborts the process
+//! with the hook's name.
+//!
+//! Two ways in:
+//! - `libgreenhook.so` under `LD_PRELOAD` patches at load time (a `ctor`);
+//!   pthreads become fibers unless `GREENHOOK_THREADS=native`.
+//! - A Rust program that links `greenhook` gets the same symbols in its
+//!   executable; they pass straight through until [`patch_all`] is called.
+//!   Its `std::thread`s stay real threads.
+
+#![allow(clippy::missing_safety_doc)] // hooks are libc functions: libc's contracts apply
+
+pub mod fdtable;
+pub(crate) mod real;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static PATCHED: AtomicBool = AtomicBool::new(false);
+static THREADS_AS_FIBERS: AtomicBool = AtomicBool::new(false);
+static PRELOADED: AtomicBool = AtomicBool::new(false);
+
+/// Activates every hook in this process, like gevent's `patch_all()`:
+/// afterwards `std::thread::sleep`, `std::net` and `std::sync` cooperate
+/// inside fibers. Threads spawned with `std::thread` stay real threads.
+pub fn patch_all() {
+    PATCHED.store(true, Ordering::SeqCst);
+}
+
+/// Whether the hooks are active.
+#[inline]
+pub fn is_patched() -> bool {
+    PATCHED.load(Ordering::Relaxed)
+}
+
+/// Whether `pthread_create` makes fibers (the preload default).
+#[inline]
+pub fn threads_as_fibers() -> bool {
+    THREADS_AS_FIBERS.load(Ordering::Relaxed)
+}
+
+/// Whether this copy of the hooks was loaded as `libgreenhook.so`.
+pub fn is_preloaded() -> bool {
+    PRELOADED.load(Ordering::Relaxed)
+}
+
+/// The gate shared by all hooks: patched, and not greenhook machinery.
+#[inline]
+pub(crate) fn active() -> bool {
+    is_patched() && !hub::internal::is_internal()
+}
+
+/// Whether a wait here should go through the hub: inside a fiber, or in a
+/// root context whose hub has fibers that could run meanwhile.
+#[inline]
+pub(crate) fn cooperative_context() -> bool {
+    hub::in_fiber() || hub::live_fibers() > 0
+}
+
+/// Load-time setup: patch when we are `libgreenhook.so` in LD_PRELOAD.
+#[ctor::ctor(unsafe)]
+fn init() {
+    if !loaded_as_shared_library() {
+        return;
+    }
+    PRELOADED.store(true, Ordering::SeqCst);
+    let native = std::env::var_os("GREENHOOK_THREADS").is_some_and(|v| v == "native");
+    THREADS_AS_FIBERS.store(!native, Ordering::SeqCst);
+    PATCHED.store(true, Ordering::SeqCst);
+}
+
+/// Whether this code lives in a shared object named `libgreenhook*.so`
+/// (as opposed to being linked into an executable).
+fn loaded_as_shared_library() -> bool {
+    // SAFETY: dladdr only reads the loader's tables; `info` is written by it.
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(init as *const () as *const libc::c_void, &mut info) == 0 || info.dli_fname.is_null() {
+            return false;
+        }
+        let name = std::ffi::CStr::from_ptr(info.dli_fname).to_bytes();
+        let base = name.rsplit(|&c| c == b'/').next().unwrap_or(name);
+        base.starts_with(b"libgreenhook") && base.windows(3).any(|w| w == b".so")
+    }
+}
+
+/// errno helpers for the C edge.
+pub(crate) mod errno {
+    pub(crate) use fiber::errno::{get, set};
+
+    /// Sets errno and returns -1 (the usual failure return).
+    #[inline]
+    pub(crate) fn fail<T: From<i8>>(e: i32) -> T {
+        set(e);
+        T::from(-1)
+    }
+}

@@ -1,0 +1,153 @@
+//! What greenhook knows about each file descriptor, process-wide.
+//!
+//! An fd is **managed** when it was created through our hooks while patched
+//! (`socket`, `accept`, `pipe`, `socketpair`, `dup`…). Its open file
+//! description is then non-blocking underneath, always; what the *user*
+//! asked for is kept here (`USER_NONBLOCK`) so that `fcntl(F_GETFL)` shows
+//! exactly what they set and their `EAGAIN`s still reach them. Socket
+//! timeouts (`SO_RCVTIMEO`/`SO_SNDTIMEO`) are kept here too, because the
+//! kernel never applies them to a non-blocking socket.
+//!
+//! The table is a lazily allocated two-level array of atomics: a lookup on
+//! the hot path is two loads and no lock.
+
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Created through our hooks: non-blocking underneath.
+pub const MANAGED: u32 = 1;
+/// The user asked for `O_NONBLOCK`: hooks pass `EAGAIN` through.
+pub const USER_NONBLOCK: u32 = 2;
+/// A socket (not a pipe, FIFO or tty).
+pub const SOCKET: u32 = 4;
+
+const CHUNK: usize = 1024;
+const CHUNKS: usize = 4096; // up to 4M fds
+
+#[derive(Default)]
+struct Entry {
+    flags: AtomicU32,
+    /// Receive timeout in µs, 0 = none.
+    rcvtimeo: AtomicU64,
+    /// Send timeout in µs, 0 = none.
+    sndtimeo: AtomicU64,
+}
+
+static TABLE: [AtomicPtr<Entry>; CHUNKS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; CHUNKS];
+
+fn entry(fd: i32) -> Option<&'static Entry> {
+    if fd < 0 {
+        return None;
+    }
+    let (c, i) = (fd as usize / CHUNK, fd as usize % CHUNK);
+    let p = TABLE.get(c)?.load(Ordering::Acquire);
+    // SAFETY: chunks are leaked arrays of CHUNK entries, never freed.
+    (!p.is_null()).then(|| unsafe { &*p.add(i) })
+}
+
+fn entry_or_create(fd: i32) -> Option<&'static Entry> {
+    if let Some(e) = entry(fd) {
+        return Some(e);
+    }
+    if fd < 0 {
+        return None;
+    }
+    let c = fd as usize / CHUNK;
+    let slot = TABLE.get(c)?;
+    let fresh: Box<[Entry]> = (0..CHUNK).map(|_| Entry::default()).collect();
+    let fresh = Box::into_raw(fresh) as *mut Entry;
+    if let Err(_existing) = slot.compare_exchange(std::ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+        // SAFETY: we just allocated `fresh` and lost the race; nobody saw it.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(fresh, CHUNK)) });
+    }
+    entry(fd)
+}
+
+/// The flags of `fd` (0 for unknown fds).
+#[inline]
+pub fn flags(fd: i32) -> u32 {
+    entry(fd).map_or(0, |e| e.flags.load(Ordering::Relaxed))
+}
+
+/// Whether hooks should make calls on `fd` cooperative: managed, and the
+/// user did not ask for non-blocking behaviour.
+#[inline]
+pub fn cooperative(fd: i32) -> bool {
+    flags(fd) & (MANAGED | USER_NONBLOCK) == MANAGED
+}
+
+/// Records a freshly created managed fd.
+pub fn set_managed(fd: i32, user_nonblock: bool, socket: bool) {
+    if let Some(e) = entry_or_create(fd) {
+        let f = MANAGED | if user_nonblock { USER_NONBLOCK } else { 0 } | if socket { SOCKET } else { 0 };
+        e.flags.store(f, Ordering::Relaxed);
+        e.rcvtimeo.store(0, Ordering::Relaxed);
+        e.sndtimeo.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Copies what we know of `from` to `to` (after dup: they share one open
+/// file description, so the non-blocking state is shared too; timeouts are
+/// socket options, shared as well).
+pub fn copy(from: i32, to: i32) {
+    let Some(src) = entry(from) else {
+        forget(to);
+        return;
+    };
+    if let Some(dst) = entry_or_create(to) {
+        dst.flags.store(src.flags.load(Ordering::Relaxed), Ordering::Relaxed);
+        dst.rcvtimeo.store(src.rcvtimeo.load(Ordering::Relaxed), Ordering::Relaxed);
+        dst.sndtimeo.store(src.sndtimeo.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+}
+
+/// Forgets `fd` (it is being closed).
+pub fn forget(fd: i32) {
+    if let Some(e) = entry(fd) {
+        e.flags.store(0, Ordering::Relaxed);
+        e.rcvtimeo.store(0, Ordering::Relaxed);
+        e.sndtimeo.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Sets or clears the user's `O_NONBLOCK` on a managed fd.
+pub fn set_user_nonblock(fd: i32, on: bool) {
+    if let Some(e) = entry(fd) {
+        if on {
+            e.flags.fetch_or(USER_NONBLOCK, Ordering::Relaxed);
+        } else {
+            e.flags.fetch_and(!USER_NONBLOCK, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Which socket timeout.
+#[derive(Clone, Copy)]
+pub enum Timeout {
+    /// `SO_RCVTIMEO`
+    Recv,
+    /// `SO_SNDTIMEO`
+    Send,
+}
+
+/// Stores a socket timeout (None = no timeout).
+pub fn set_timeout(fd: i32, which: Timeout, t: Option<Duration>) {
+    if let Some(e) = entry(fd) {
+        let us = t.map_or(0, |d| (d.as_micros().min(u64::MAX as u128) as u64).max(1));
+        match which {
+            Timeout::Recv => e.rcvtimeo.store(us, Ordering::Relaxed),
+            Timeout::Send => e.sndtimeo.store(us, Ordering::Relaxed),
+        }
+    }
+}
+
+/// The socket timeout of `fd`, if any.
+#[inline]
+pub fn timeout(fd: i32, which: Timeout) -> Option<Duration> {
+    let e = entry(fd)?;
+    let us = match which {
+        Timeout::Recv => e.rcvtimeo.load(Ordering::Relaxed),
+        Timeout::Send => e.sndtimeo.load(Ordering::Relaxed),
+    };
+    (us != 0).then(|| Duration::from_micros(us))
+}
