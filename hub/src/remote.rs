@@ -14,7 +14,7 @@ use std::sync::Arc;
 use crossbeam_queue::SegQueue;
 
 use crate::reactor::Notifier;
-use crate::{Hub, Waiter, Waiting, Wake};
+use crate::{Hub, Park, Waiter, Waiting, Wake};
 
 struct Shared {
     queue: SegQueue<u64>,
