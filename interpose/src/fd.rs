@@ -1,0 +1,273 @@
+//! fd bookkeeping: `socket`, `socketpair`, `pipe`, `pipe2`, `dup`, `dup2`,
+//! `dup3`, `fcntl`, `ioctl(FIONBIO)`, `setsockopt` timeouts, `close`.
+//!
+//! While patched, sockets and pipes are created non-blocking underneath
+//! (`SOCK_NONBLOCK` / `O_NONBLOCK` added to the creating call: no extra
+//! system call) and recorded as managed in the [`fdtable`](crate::fdtable),
+//! with whatever the user asked for kept on the side. `fcntl(F_GETFL)`
+//! shows exactly the user's flags, `F_SETFL`/`FIONBIO` change only the
+//! user's view (the fd stays non-blocking underneath), and `close`/`dup2`
+//! wake any fiber waiting on the fd with `EBADF` and drop its registration
+//! before the number can be reused.
+
+use libc::{c_int, c_ulong, c_void, socklen_t};
+
+use crate::fdtable;
+
+mod next {
+    use libc::{c_int, c_ulong, c_void, socklen_t};
+    crate::real::real! {
+        fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int;
+        fn socketpair(domain: c_int, ty: c_int, proto: c_int, sv: *mut c_int) -> c_int;
+        fn pipe2(fds: *mut c_int, flags: c_int) -> c_int;
+        fn pipe(fds: *mut c_int) -> c_int;
+        fn dup(fd: c_int) -> c_int;
+        fn dup2(old: c_int, new: c_int) -> c_int;
+        fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int;
+        fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int;
+        fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int;
+        fn close(fd: c_int) -> c_int;
+        fn setsockopt(fd: c_int, level: c_int, name: c_int, val: *const c_void, len: socklen_t) -> c_int;
+    }
+}
+
+/// `socket(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
+    crate::real::guard("socket", || {
+        if !crate::active() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::socket(domain, ty, proto) };
+        }
+        // SAFETY: plain value arguments.
+        let fd = unsafe { next::socket(domain, ty | libc::SOCK_NONBLOCK, proto) };
+        if fd >= 0 {
+            fdtable::set_managed(fd, ty & libc::SOCK_NONBLOCK != 0, true);
+        }
+        fd
+    })
+}
+
+/// `socketpair(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn socketpair(domain: c_int, ty: c_int, proto: c_int, sv: *mut c_int) -> c_int {
+    crate::real::guard("socketpair", || {
+        if !crate::active() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::socketpair(domain, ty, proto, sv) };
+        }
+        // SAFETY: sv is the caller's int[2]; the kernel checks it (EFAULT).
+        let r = unsafe { next::socketpair(domain, ty | libc::SOCK_NONBLOCK, proto, sv) };
+        if r == 0 {
+            let user_nb = ty & libc::SOCK_NONBLOCK != 0;
+            // SAFETY: on success the kernel wrote both entries.
+            let (a, b) = unsafe { (*sv, *sv.add(1)) };
+            fdtable::set_managed(a, user_nb, true);
+            fdtable::set_managed(b, user_nb, true);
+        }
+        r
+    })
+}
+
+/// `pipe2(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
+    crate::real::guard("pipe2", || {
+        if !crate::active() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::pipe2(fds, flags) };
+        }
+        // SAFETY: fds is the caller's int[2]; the kernel checks it.
+        let r = unsafe { next::pipe2(fds, flags | libc::O_NONBLOCK) };
+        if r == 0 {
+            let user_nb = flags & libc::O_NONBLOCK != 0;
+            // SAFETY: on success the kernel wrote both entries.
+            let (a, b) = unsafe { (*fds, *fds.add(1)) };
+            fdtable::set_managed(a, user_nb, false);
+            fdtable::set_managed(b, user_nb, false);
+        }
+        r
+    })
+}
+
+/// `pipe(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn pipe(fds: *mut c_int) -> c_int {
+    crate::real::guard("pipe", || {
+        if !crate::active() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::pipe(fds) };
+        }
+        // SAFETY: same contract as pipe2 with no flags.
+        unsafe { pipe2(fds, 0) }
+    })
+}
+
+/// `dup(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
+    crate::real::guard("dup", || {
+        // SAFETY: plain value argument.
+        let r = unsafe { next::dup(fd) };
+        if r >= 0 && crate::is_patched() {
+            fdtable::copy(fd, r);
+        }
+        r
+    })
+}
+
+/// Before `new` is replaced by a dup of `old`: if `old` is valid (so the
+/// call will go ahead), wake fibers waiting on `new` and drop its state.
+fn replacing(old: c_int, new: c_int) {
+    // SAFETY: F_GETFD only reads the descriptor flags.
+    if old != new && unsafe { next::fcntl(old, libc::F_GETFD, 0) } >= 0 {
+        hub::forget_fd(new);
+        fdtable::forget(new);
+    }
+}
+
+/// `dup2(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+    crate::real::guard("dup2", || {
+        if !crate::is_patched() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::dup2(old, new) };
+        }
+        replacing(old, new);
+        // SAFETY: plain value arguments.
+        let r = unsafe { next::dup2(old, new) };
+        if r >= 0 && old != new {
+            fdtable::copy(old, r);
+        }
+        r
+    })
+}
+
+/// `dup3(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    crate::real::guard("dup3", || {
+        if !crate::is_patched() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::dup3(old, new, flags) };
+        }
+        if old != new {
+            replacing(old, new);
+        }
+        // SAFETY: plain value arguments.
+        let r = unsafe { next::dup3(old, new, flags) };
+        if r >= 0 {
+            fdtable::copy(old, r);
+        }
+        r
+    })
+}
+
+/// `fcntl(2)`; the third argument is read as a word (see `real`).
+#[no_mangle]
+pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    crate::real::guard("fcntl", || {
+        if !crate::is_patched() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::fcntl(fd, cmd, arg) };
+        }
+        let managed = fdtable::flags(fd) & fdtable::MANAGED != 0;
+        match cmd {
+            libc::F_GETFL if managed => {
+                // SAFETY: F_GETFL takes no argument.
+                let r = unsafe { next::fcntl(fd, cmd, 0) };
+                if r >= 0 && fdtable::flags(fd) & fdtable::USER_NONBLOCK == 0 {
+                    r & !libc::O_NONBLOCK
+                } else {
+                    r
+                }
+            }
+            libc::F_SETFL if managed => {
+                let user_nb = arg as c_int & libc::O_NONBLOCK != 0;
+                // SAFETY: F_SETFL takes an int; we keep O_NONBLOCK set underneath.
+                let r = unsafe { next::fcntl(fd, cmd, arg | libc::O_NONBLOCK as usize) };
+                if r == 0 {
+                    fdtable::set_user_nonblock(fd, user_nb);
+                }
+                r
+            }
+            libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
+                // SAFETY: forwarded unchanged.
+                let r = unsafe { next::fcntl(fd, cmd, arg) };
+                if r >= 0 {
+                    fdtable::copy(fd, r);
+                }
+                r
+            }
+            // SAFETY: forwarded unchanged.
+            _ => unsafe { next::fcntl(fd, cmd, arg) },
+        }
+    })
+}
+
+/// `fcntl64` is the same call on 64-bit glibc.
+#[no_mangle]
+pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    // SAFETY: same contract.
+    unsafe { fcntl(fd, cmd, arg) }
+}
+
+/// `ioctl(2)`: `FIONBIO` on a managed fd changes the user's view only.
+#[no_mangle]
+pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
+    crate::real::guard("ioctl", || {
+        // SAFETY: forwarded unchanged; for FIONBIO the kernel validates `arg`.
+        let r = unsafe { next::ioctl(fd, req, arg) };
+        if r == 0 && req == libc::FIONBIO && crate::is_patched() && fdtable::flags(fd) & fdtable::MANAGED != 0 {
+            // SAFETY: the kernel just read this int successfully.
+            let on = unsafe { *(arg as *const c_int) } != 0;
+            fdtable::set_user_nonblock(fd, on);
+            if !on {
+                let one: c_int = 1;
+                // SAFETY: a valid int for FIONBIO; keeps the fd non-blocking underneath.
+                unsafe { next::ioctl(fd, req, &one as *const c_int as usize) };
+            }
+        }
+        r
+    })
+}
+
+/// `setsockopt(2)`: remembers `SO_RCVTIMEO`/`SO_SNDTIMEO` on managed sockets,
+/// since the kernel does not apply them to non-blocking sockets.
+#[no_mangle]
+pub unsafe extern "C" fn setsockopt(fd: c_int, level: c_int, name: c_int, val: *const c_void, len: socklen_t) -> c_int {
+    crate::real::guard("setsockopt", || {
+        // SAFETY: forwarded unchanged; the kernel validates val/len.
+        let r = unsafe { next::setsockopt(fd, level, name, val, len) };
+        let which = match (level, name) {
+            (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => Some(fdtable::Timeout::Recv),
+            (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => Some(fdtable::Timeout::Send),
+            _ => None,
+        };
+        if let Some(which) = which {
+            if r == 0 && crate::is_patched() && fdtable::flags(fd) & fdtable::MANAGED != 0 {
+                // SAFETY: the kernel accepted a timeval of `len` bytes here.
+                let tv = unsafe { &*(val as *const libc::timeval) };
+                let d = std::time::Duration::from_secs(tv.tv_sec.max(0) as u64)
+                    + std::time::Duration::from_micros(tv.tv_usec.max(0) as u64);
+                fdtable::set_timeout(fd, which, (!d.is_zero()).then_some(d));
+            }
+        }
+        r
+    })
+}
+
+/// `close(2)`: fibers waiting on the fd wake with `EBADF`; its registration
+/// and bookkeeping go before the number can be reused.
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    crate::real::guard("close", || {
+        if crate::is_patched() {
+            hub::forget_fd(fd);
+            fdtable::forget(fd);
+        }
+        // SAFETY: forwarded unchanged.
+        unsafe { next::close(fd) }
+    })
+}

@@ -1,0 +1,544 @@
+//! fd I/O on sockets, pipes, FIFOs, ttys and eventfds: `read`, `write`,
+//! `readv`, `writev`, `recv*`, `send*`, `sendfile`, `connect`, `accept`,
+//! `accept4`.
+//!
+//! Each hook: gate (patched, not machinery, fd managed, user did not ask for
+//! `O_NONBLOCK` and did not pass `MSG_DONTWAIT`) → try the real call (the fd
+//! is non-blocking underneath) → on `EAGAIN` wait on the hub, until the
+//! socket's `SO_RCVTIMEO`/`SO_SNDTIMEO` if set (then `EAGAIN`, like the
+//! kernel) → retry; errno set last.
+//!
+//! Writes keep blocking semantics: a blocking `write` of n bytes to a stream
+//! socket or pipe writes all n (or fails before writing anything), so
+//! partial writes are continued. The `pread`/`pwrite` family needs no hook
+//! here: on sockets and pipes the kernel answers `ESPIPE` at once.
+
+use std::time::Instant;
+
+use hub::Interest;
+use libc::{c_int, c_uint, c_void, iovec, msghdr, size_t, sockaddr, socklen_t, ssize_t};
+
+use crate::errno;
+use crate::fdtable::{self, Timeout};
+
+mod next {
+    use libc::{c_int, c_uint, c_void, iovec, mmsghdr, msghdr, size_t, sockaddr, socklen_t, ssize_t, timespec};
+    crate::real::real! {
+        fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t;
+        fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t;
+        fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t;
+        fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t;
+        fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t;
+        fn recvfrom(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> ssize_t;
+        fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t;
+        fn recvmmsg(fd: c_int, v: *mut mmsghdr, n: c_uint, flags: c_int, t: *mut timespec) -> c_int;
+        fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t;
+        fn sendto(fd: c_int, buf: *const c_void, n: size_t, flags: c_int, addr: *const sockaddr, len: socklen_t) -> ssize_t;
+        fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t;
+        fn sendmmsg(fd: c_int, v: *mut mmsghdr, n: c_uint, flags: c_int) -> c_int;
+        fn sendfile(out: c_int, inp: c_int, off: *mut libc::off_t, n: size_t) -> ssize_t;
+        fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int;
+        fn accept4(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -> c_int;
+        fn getsockopt(fd: c_int, level: c_int, name: c_int, val: *mut c_void, len: *mut socklen_t) -> c_int;
+    }
+}
+
+/// Whether calls on `fd` should be made cooperative.
+#[inline]
+fn coop(fd: c_int) -> bool {
+    crate::active() && fdtable::cooperative(fd)
+}
+
+/// Waits for `fd` after an `EAGAIN`; on failure returns the errno to report.
+fn wait(fd: c_int, interest: Interest, deadline: Option<Instant>) -> Result<(), c_int> {
+    match hub::wait_fd(fd, interest, deadline) {
+        Ok(()) => Ok(()),
+        Err(e) => Err(match e.kind() {
+            std::io::ErrorKind::TimedOut => libc::EAGAIN,
+            std::io::ErrorKind::Interrupted => {
+                crate::cancel_point();
+                libc::EINTR
+            }
+            _ => e.raw_os_error().unwrap_or(libc::EIO),
+        }),
+    }
+}
+
+fn deadline(fd: c_int, which: Timeout) -> Option<Instant> {
+    fdtable::timeout(fd, which).and_then(|d| Instant::now().checked_add(d))
+}
+
+#[inline]
+fn would_block(e: c_int) -> bool {
+    e == libc::EAGAIN || e == libc::EWOULDBLOCK
+}
+
+/// One operation that returns as soon as anything is transferred.
+fn once(fd: c_int, interest: Interest, which: Timeout, mut op: impl FnMut() -> ssize_t) -> ssize_t {
+    crate::cancel_point();
+    let dl = deadline(fd, which);
+    loop {
+        let r = op();
+        if r >= 0 {
+            return r;
+        }
+        let e = errno::get();
+        if !would_block(e) {
+            return r;
+        }
+        if let Err(e) = wait(fd, interest, dl) {
+            return errno::fail(e);
+        }
+    }
+}
+
+/// A write-like operation continued until `total` bytes are through.
+/// `op(done)` transfers from offset `done`. Returns the total, or the
+/// partial count if an error or timeout comes after some progress.
+fn all(fd: c_int, total: usize, mut op: impl FnMut(usize) -> ssize_t) -> ssize_t {
+    crate::cancel_point();
+    let dl = deadline(fd, Timeout::Send);
+    let mut done = 0usize;
+    loop {
+        let r = op(done);
+        if r > 0 {
+            done += r as usize;
+            if done >= total {
+                return done as ssize_t;
+            }
+            continue;
+        }
+        if r == 0 {
+            return done as ssize_t;
+        }
+        let e = errno::get();
+        if !would_block(e) {
+            return if done > 0 { done as ssize_t } else { r };
+        }
+        if let Err(e) = wait(fd, Interest::Writable, dl) {
+            return if done > 0 { done as ssize_t } else { errno::fail(e) };
+        }
+    }
+}
+
+/// The iovec array with the first `skip` bytes removed.
+///
+/// # Safety
+/// `iov` points at `cnt` valid iovecs.
+unsafe fn advance(iov: *const iovec, cnt: c_int, mut skip: usize) -> Vec<iovec> {
+    // SAFETY: caller's contract.
+    let src = unsafe { std::slice::from_raw_parts(iov, cnt.max(0) as usize) };
+    let mut out = Vec::with_capacity(src.len());
+    for v in src {
+        if skip >= v.iov_len {
+            skip -= v.iov_len;
+            continue;
+        }
+        out.push(iovec {
+            // SAFETY: skip < iov_len, so this stays within the caller's buffer.
+            iov_base: unsafe { v.iov_base.cast::<u8>().add(skip) }.cast(),
+            iov_len: v.iov_len - skip,
+        });
+        skip = 0;
+    }
+    out
+}
+
+/// Total bytes of an iovec array (saturating; the kernel rejects overflow).
+///
+/// # Safety
+/// `iov` points at `cnt` valid iovecs, or `cnt` ≤ 0.
+unsafe fn iov_total(iov: *const iovec, cnt: c_int) -> usize {
+    if iov.is_null() || cnt <= 0 {
+        return 0;
+    }
+    // SAFETY: caller's contract.
+    unsafe { std::slice::from_raw_parts(iov, cnt as usize) }
+        .iter()
+        .fold(0usize, |a, v| a.saturating_add(v.iov_len))
+}
+
+/// `read(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+    crate::real::guard("read", || {
+        if !coop(fd) {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::read(fd, buf, n) };
+        }
+        // SAFETY: forwarded unchanged, possibly several times.
+        once(fd, Interest::Readable, Timeout::Recv, || unsafe {
+            next::read(fd, buf, n)
+        })
+    })
+}
+
+/// `write(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
+    crate::real::guard("write", || {
+        if !coop(fd) || n == 0 {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::write(fd, buf, n) };
+        }
+        // SAFETY: stays within the caller's buffer of n bytes.
+        all(fd, n, |done| unsafe {
+            next::write(fd, buf.cast::<u8>().add(done).cast(), n - done)
+        })
+    })
+}
+
+/// `readv(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    crate::real::guard("readv", || {
+        if !coop(fd) {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::readv(fd, iov, cnt) };
+        }
+        // SAFETY: forwarded unchanged.
+        once(fd, Interest::Readable, Timeout::Recv, || unsafe {
+            next::readv(fd, iov, cnt)
+        })
+    })
+}
+
+/// `writev(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    crate::real::guard("writev", || {
+        if !coop(fd) {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::writev(fd, iov, cnt) };
+        }
+        // SAFETY: the kernel validates the array on the first call; we only
+        // re-slice it after it accepted it.
+        let total = unsafe { iov_total(iov, cnt) };
+        all(fd, total, |done| {
+            if done == 0 {
+                // SAFETY: forwarded unchanged.
+                unsafe { next::writev(fd, iov, cnt) }
+            } else {
+                // SAFETY: the array was accepted by the kernel, so it is valid.
+                let rest = unsafe { advance(iov, cnt, done) };
+                // SAFETY: `rest` points into the caller's buffers.
+                unsafe { next::writev(fd, rest.as_ptr(), rest.len() as c_int) }
+            }
+        })
+    })
+}
+
+/// `recv(2)`; `MSG_WAITALL` keeps its meaning, `MSG_DONTWAIT` passes through.
+#[no_mangle]
+pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
+    crate::real::guard("recv", || {
+        if !coop(fd) || flags & libc::MSG_DONTWAIT != 0 {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::recv(fd, buf, n, flags) };
+        }
+        if flags & libc::MSG_WAITALL != 0 && n > 0 {
+            return recv_all(fd, buf, n, flags);
+        }
+        // SAFETY: forwarded unchanged.
+        once(fd, Interest::Readable, Timeout::Recv, || unsafe {
+            next::recv(fd, buf, n, flags)
+        })
+    })
+}
+
+/// `MSG_WAITALL`: keep receiving until n bytes, EOF, or an error.
+fn recv_all(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
+    let mut done = 0usize;
+    while done < n {
+        // SAFETY: stays within the caller's buffer of n bytes.
+        let r = once(fd, Interest::Readable, Timeout::Recv, || unsafe {
+            next::recv(
+                fd,
+                buf.cast::<u8>().add(done).cast(),
+                n - done,
+                flags & !libc::MSG_WAITALL,
+            )
+        });
+        if r < 0 {
+            return if done > 0 { done as ssize_t } else { r };
+        }
+        if r == 0 {
+            break;
+        }
+        done += r as usize;
+    }
+    done as ssize_t
+}
+
+/// `recvfrom(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn recvfrom(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    flags: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+) -> ssize_t {
+    crate::real::guard("recvfrom", || {
+        if !coop(fd) || flags & libc::MSG_DONTWAIT != 0 {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::recvfrom(fd, buf, n, flags, addr, len) };
+        }
+        if flags & libc::MSG_WAITALL != 0 && addr.is_null() && n > 0 {
+            return recv_all(fd, buf, n, flags);
+        }
+        // SAFETY: forwarded unchanged.
+        once(fd, Interest::Readable, Timeout::Recv, || unsafe {
+            next::recvfrom(fd, buf, n, flags, addr, len)
+        })
+    })
+}
+
+/// `recvmsg(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
+    crate::real::guard("recvmsg", || {
+        if !coop(fd) || flags & libc::MSG_DONTWAIT != 0 {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::recvmsg(fd, msg, flags) };
+        }
+        // SAFETY: forwarded unchanged.
+        once(fd, Interest::Readable, Timeout::Recv, || unsafe {
+            next::recvmsg(fd, msg, flags)
+        })
+    })
+}
+
+/// `recvmmsg(2)`: waits for the first message, then, like a blocking
+/// socket, keeps filling the vector unless `MSG_WAITFORONE` was given or the
+/// timeout (checked after each message, as the kernel does) has passed.
+#[no_mangle]
+pub unsafe extern "C" fn recvmmsg(
+    fd: c_int,
+    v: *mut libc::mmsghdr,
+    n: c_uint,
+    flags: c_int,
+    t: *mut libc::timespec,
+) -> c_int {
+    crate::real::guard("recvmmsg", || {
+        if !coop(fd) || flags & libc::MSG_DONTWAIT != 0 || n == 0 {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::recvmmsg(fd, v, n, flags, t) };
+        }
+        let limit = if t.is_null() {
+            None
+        } else {
+            // SAFETY: non-null caller pointer.
+            match crate::time::duration_of(unsafe { &*t }) {
+                Ok(d) => Instant::now().checked_add(d),
+                Err(e) => return errno::fail(e),
+            }
+        };
+        let mut got = 0u32;
+        while got < n {
+            // SAFETY: `v + got` stays within the caller's vector of n entries.
+            let r = once(fd, Interest::Readable, Timeout::Recv, || unsafe {
+                next::recvmmsg(
+                    fd,
+                    v.add(got as usize),
+                    n - got,
+                    flags & !libc::MSG_WAITFORONE,
+                    std::ptr::null_mut(),
+                ) as ssize_t
+            });
+            if r < 0 {
+                return if got > 0 { got as c_int } else { r as c_int };
+            }
+            got += r as u32;
+            if flags & libc::MSG_WAITFORONE != 0 || limit.is_some_and(|l| Instant::now() >= l) {
+                break;
+            }
+        }
+        got as c_int
+    })
+}
+
+/// `send(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
+    crate::real::guard("send", || {
+        if !coop(fd) || flags & libc::MSG_DONTWAIT != 0 || n == 0 {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::send(fd, buf, n, flags) };
+        }
+        // SAFETY: stays within the caller's buffer.
+        all(fd, n, |done| unsafe {
+            next::send(fd, buf.cast::<u8>().add(done).cast(), n - done, flags)
+        })
+    })
+}
+
+/// `sendto(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn sendto(
+    fd: c_int,
+    buf: *const c_void,
+    n: size_t,
+    flags: c_int,
+    addr: *const sockaddr,
+    len: socklen_t,
+) -> ssize_t {
+    crate::real::guard("sendto", || {
+        if !coop(fd) || flags & libc::MSG_DONTWAIT != 0 || n == 0 {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::sendto(fd, buf, n, flags, addr, len) };
+        }
+        // SAFETY: stays within the caller's buffer.
+        all(fd, n, |done| unsafe {
+            next::sendto(fd, buf.cast::<u8>().add(done).cast(), n - done, flags, addr, len)
+        })
+    })
+}
+
+/// `sendmsg(2)`: continued after a partial send on stream sockets, without
+/// sending ancillary data twice.
+#[no_mangle]
+pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
+    crate::real::guard("sendmsg", || {
+        if !coop(fd) || flags & libc::MSG_DONTWAIT != 0 || msg.is_null() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::sendmsg(fd, msg, flags) };
+        }
+        // SAFETY: msg is non-null and the caller's msghdr.
+        let m = unsafe { *msg };
+        // SAFETY: the kernel validates the iovecs on the first call.
+        let total = unsafe { iov_total(m.msg_iov, m.msg_iovlen as c_int) };
+        all(fd, total.max(1), |done| {
+            if done == 0 {
+                // SAFETY: forwarded unchanged.
+                unsafe { next::sendmsg(fd, msg, flags) }
+            } else {
+                // SAFETY: the array was accepted by the kernel.
+                let rest = unsafe { advance(m.msg_iov, m.msg_iovlen as c_int, done) };
+                let mut m2 = m;
+                m2.msg_iov = rest.as_ptr() as *mut iovec;
+                m2.msg_iovlen = rest.len() as _;
+                m2.msg_control = std::ptr::null_mut();
+                m2.msg_controllen = 0;
+                // SAFETY: m2 points into the caller's buffers.
+                unsafe { next::sendmsg(fd, &m2, flags) }
+            }
+        })
+    })
+}
+
+/// `sendmmsg(2)`: waits until at least one message is sent.
+#[no_mangle]
+pub unsafe extern "C" fn sendmmsg(fd: c_int, v: *mut libc::mmsghdr, n: c_uint, flags: c_int) -> c_int {
+    crate::real::guard("sendmmsg", || {
+        if !coop(fd) || flags & libc::MSG_DONTWAIT != 0 {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::sendmmsg(fd, v, n, flags) };
+        }
+        // SAFETY: forwarded unchanged.
+        once(fd, Interest::Writable, Timeout::Send, || unsafe {
+            next::sendmmsg(fd, v, n, flags) as ssize_t
+        }) as c_int
+    })
+}
+
+/// `sendfile(2)` to a managed socket or pipe.
+#[no_mangle]
+pub unsafe extern "C" fn sendfile(out: c_int, inp: c_int, off: *mut libc::off_t, n: size_t) -> ssize_t {
+    crate::real::guard("sendfile", || {
+        if !coop(out) || n == 0 {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::sendfile(out, inp, off, n) };
+        }
+        // The kernel advances `*off` (or the file offset) itself.
+        // SAFETY: forwarded with the remaining count.
+        all(out, n, |done| unsafe { next::sendfile(out, inp, off, n - done) })
+    })
+}
+
+/// `sendfile64` is the same call on 64-bit glibc.
+#[no_mangle]
+pub unsafe extern "C" fn sendfile64(out: c_int, inp: c_int, off: *mut libc::off_t, n: size_t) -> ssize_t {
+    // SAFETY: same contract.
+    unsafe { sendfile(out, inp, off, n) }
+}
+
+/// `connect(2)`: `EINPROGRESS` → wait writable (until `SO_SNDTIMEO`, then
+/// `EINPROGRESS` like the kernel) → the result from `SO_ERROR`.
+#[no_mangle]
+pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
+    crate::real::guard("connect", || {
+        if !coop(fd) {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::connect(fd, addr, len) };
+        }
+        crate::cancel_point();
+        let dl = deadline(fd, Timeout::Send);
+        loop {
+            // SAFETY: forwarded unchanged.
+            let r = unsafe { next::connect(fd, addr, len) };
+            if r == 0 {
+                return 0;
+            }
+            match errno::get() {
+                libc::EINPROGRESS => break,
+                // A full AF_UNIX backlog: a blocking connect would wait for
+                // room, which epoll cannot signal; retry shortly.
+                libc::EAGAIN => {
+                    if dl.is_some_and(|d| Instant::now() >= d) {
+                        return errno::fail(libc::EAGAIN);
+                    }
+                    hub::sleep(std::time::Duration::from_millis(1));
+                }
+                _ => return r,
+            }
+        }
+        match wait(fd, Interest::Writable, dl) {
+            Ok(()) => {}
+            Err(libc::EAGAIN) => return errno::fail(libc::EINPROGRESS),
+            Err(e) => return errno::fail(e),
+        }
+        let mut err: c_int = 0;
+        let mut l = std::mem::size_of::<c_int>() as socklen_t;
+        // SAFETY: valid out pointers for an int option.
+        let r = unsafe { next::getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, (&raw mut err).cast(), &mut l) };
+        if r < 0 {
+            return r;
+        }
+        if err != 0 {
+            return errno::fail(err);
+        }
+        0
+    })
+}
+
+/// `accept4(2)`. Accepted sockets are managed while patched.
+#[no_mangle]
+pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -> c_int {
+    crate::real::guard("accept4", || {
+        if !crate::active() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::accept4(fd, addr, len, flags) };
+        }
+        let user_nb = flags & libc::SOCK_NONBLOCK != 0;
+        // SAFETY: forwarded with SOCK_NONBLOCK added for the new socket.
+        let op = || unsafe { next::accept4(fd, addr, len, flags | libc::SOCK_NONBLOCK) } as ssize_t;
+        let r = if fdtable::cooperative(fd) {
+            once(fd, Interest::Readable, Timeout::Recv, op)
+        } else {
+            op()
+        };
+        if r >= 0 {
+            fdtable::set_managed(r as c_int, user_nb, true);
+        }
+        r as c_int
+    })
+}
+
+/// `accept(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    // SAFETY: same contract as accept4 with no flags.
+    unsafe { accept4(fd, addr, len, 0) }
+}

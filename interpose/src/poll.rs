@@ -1,0 +1,403 @@
+//! Multiplexing: `poll`, `ppoll`, `select`, `pselect`, `epoll_wait`,
+//! `epoll_pwait`, `epoll_pwait2`.
+//!
+//! Each one first asks the kernel with a zero timeout (so results, `revents`,
+//! fd sets and errors are exactly the kernel's, including `EINVAL`/`EBADF`/
+//! `EFAULT` for bad input), then, if nothing is ready and the caller may
+//! wait, registers the fds with the hub and parks until one of them has an
+//! edge or the deadline passes, then asks the kernel again. An epoll fd is
+//! itself pollable, so `epoll_wait` waits on the user's epoll fd. The signal
+//! masks of `ppoll`/`pselect`/`epoll_pwait` are applied by the zero-timeout
+//! kernel calls; while parked, the fiber runs with its ordinary mask.
+
+use std::time::{Duration, Instant};
+
+use hub::Interest;
+use libc::{c_int, epoll_event, fd_set, nfds_t, pollfd, sigset_t, timespec, timeval};
+
+use crate::errno;
+
+mod next {
+    use libc::{c_int, epoll_event, fd_set, nfds_t, pollfd, sigset_t, timespec, timeval};
+    crate::real::real! {
+        fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int;
+        fn ppoll(fds: *mut pollfd, n: nfds_t, t: *const timespec, mask: *const sigset_t) -> c_int;
+        fn select(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mut fd_set, t: *mut timeval) -> c_int;
+        fn pselect(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mut fd_set, t: *const timespec, m: *const sigset_t) -> c_int;
+        fn epoll_wait(ep: c_int, ev: *mut epoll_event, max: c_int, timeout: c_int) -> c_int;
+        fn epoll_pwait(ep: c_int, ev: *mut epoll_event, max: c_int, timeout: c_int, m: *const sigset_t) -> c_int;
+        fn epoll_pwait2(ep: c_int, ev: *mut epoll_event, max: c_int, t: *const timespec, m: *const sigset_t) -> c_int;
+    }
+}
+
+#[inline]
+fn cooperative() -> bool {
+    crate::active() && crate::cooperative_context()
+}
+
+enum Waited {
+    /// Something may be ready: ask the kernel again.
+    Again,
+    /// The deadline passed: ask the kernel one last time and return that.
+    Expired,
+    /// Interrupted: return -1/EINTR.
+    Interrupted,
+}
+
+/// Parks until one of `fds` has an edge, or the deadline.
+fn wait_any(fds: &[(c_int, Interest)], deadline: Option<Instant>) -> Waited {
+    match hub::wait_fds(fds, deadline) {
+        Ok(()) => Waited::Again,
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Waited::Expired,
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+            crate::cancel_point();
+            Waited::Interrupted
+        }
+        // An fd closed while we waited (the kernel will say POLLNVAL/EBADF),
+        // or one epoll cannot watch: re-ask after a short nap so such an fd
+        // cannot turn the wait into a busy loop.
+        Err(_) => {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Waited::Expired;
+            }
+            hub::sleep(Duration::from_millis(1));
+            Waited::Again
+        }
+    }
+}
+
+/// The generic loop: `probe()` asks the kernel without blocking.
+fn multiplex(fds: &[(c_int, Interest)], deadline: Option<Instant>, mut probe: impl FnMut() -> c_int) -> c_int {
+    loop {
+        match wait_any(fds, deadline) {
+            Waited::Again => {
+                let r = probe();
+                if r != 0 {
+                    return r;
+                }
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return 0;
+                }
+            }
+            Waited::Expired => return probe(),
+            Waited::Interrupted => return errno::fail(libc::EINTR),
+        }
+    }
+}
+
+fn ms_deadline(timeout: c_int) -> Option<Instant> {
+    (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64))
+}
+
+fn ts_deadline(t: *const timespec) -> Result<Option<Instant>, c_int> {
+    if t.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: non-null caller pointer.
+    let d = crate::time::duration_of(unsafe { &*t })?;
+    Ok(Instant::now().checked_add(d))
+}
+
+/// # Safety
+/// `fds` points at `n` pollfds (the kernel accepted them already).
+unsafe fn poll_interest(fds: *const pollfd, n: nfds_t) -> Vec<(c_int, Interest)> {
+    // SAFETY: caller's contract.
+    let s = unsafe { std::slice::from_raw_parts(fds, n as usize) };
+    let mut v = Vec::with_capacity(s.len());
+    for p in s.iter().filter(|p| p.fd >= 0) {
+        if p.events & libc::POLLOUT != 0 {
+            v.push((p.fd, Interest::Writable));
+        }
+        if p.events & libc::POLLOUT == 0 || p.events & (libc::POLLIN | libc::POLLPRI | libc::POLLRDHUP) != 0 {
+            // Hang-ups and errors are always reported: watch reads at least.
+            v.push((p.fd, Interest::Readable));
+        }
+    }
+    v
+}
+
+/// `poll(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
+    crate::real::guard("poll", || {
+        if !cooperative() || timeout == 0 {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::poll(fds, n, timeout) };
+        }
+        crate::cancel_point();
+        let deadline = ms_deadline(timeout);
+        // SAFETY: forwarded with a zero timeout.
+        let r = unsafe { next::poll(fds, n, 0) };
+        if r != 0 {
+            return r;
+        }
+        // SAFETY: the kernel accepted the array.
+        let interest = unsafe { poll_interest(fds, n) };
+        // SAFETY: forwarded with a zero timeout.
+        multiplex(&interest, deadline, || unsafe { next::poll(fds, n, 0) })
+    })
+}
+
+/// `ppoll(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn ppoll(fds: *mut pollfd, n: nfds_t, t: *const timespec, mask: *const sigset_t) -> c_int {
+    crate::real::guard("ppoll", || {
+        let deadline = ts_deadline(t);
+        let zero = timespec { tv_sec: 0, tv_nsec: 0 };
+        let is_zero = deadline.is_ok() && !t.is_null() && {
+            // SAFETY: non-null caller pointer.
+            let ts = unsafe { &*t };
+            ts.tv_sec == 0 && ts.tv_nsec == 0
+        };
+        if !cooperative() || is_zero {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::ppoll(fds, n, t, mask) };
+        }
+        let deadline = match deadline {
+            Ok(d) => d,
+            Err(e) => return errno::fail(e),
+        };
+        crate::cancel_point();
+        // SAFETY: forwarded with a zero timeout.
+        let r = unsafe { next::ppoll(fds, n, &zero, mask) };
+        if r != 0 {
+            return r;
+        }
+        // SAFETY: the kernel accepted the array.
+        let interest = unsafe { poll_interest(fds, n) };
+        // SAFETY: forwarded with a zero timeout.
+        multiplex(&interest, deadline, || unsafe { next::ppoll(fds, n, &zero, mask) })
+    })
+}
+
+/// # Safety
+/// The sets are null or valid `fd_set`s covering `n` descriptors.
+unsafe fn select_interest(n: c_int, r: *const fd_set, w: *const fd_set, e: *const fd_set) -> Vec<(c_int, Interest)> {
+    let mut v = Vec::new();
+    for fd in 0..n.min(libc::FD_SETSIZE as c_int) {
+        // SAFETY: caller's contract; FD_ISSET reads within the set.
+        unsafe {
+            if !r.is_null() && libc::FD_ISSET(fd, r) || !e.is_null() && libc::FD_ISSET(fd, e) {
+                v.push((fd, Interest::Readable));
+            }
+            if !w.is_null() && libc::FD_ISSET(fd, w) {
+                v.push((fd, Interest::Writable));
+            }
+        }
+    }
+    v
+}
+
+struct Sets {
+    r: Option<fd_set>,
+    w: Option<fd_set>,
+    e: Option<fd_set>,
+}
+
+impl Sets {
+    /// # Safety
+    /// Each pointer is null or a valid fd_set.
+    unsafe fn save(r: *const fd_set, w: *const fd_set, e: *const fd_set) -> Sets {
+        // SAFETY: caller's contract.
+        unsafe {
+            Sets {
+                r: r.as_ref().copied(),
+                w: w.as_ref().copied(),
+                e: e.as_ref().copied(),
+            }
+        }
+    }
+
+    /// # Safety
+    /// The same pointers as given to `save`.
+    unsafe fn restore(&self, r: *mut fd_set, w: *mut fd_set, e: *mut fd_set) {
+        // SAFETY: caller's contract.
+        unsafe {
+            if let Some(s) = self.r {
+                *r = s;
+            }
+            if let Some(s) = self.w {
+                *w = s;
+            }
+            if let Some(s) = self.e {
+                *e = s;
+            }
+        }
+    }
+}
+
+/// `select(2)`; like Linux, updates `*t` with the time not slept.
+#[no_mangle]
+pub unsafe extern "C" fn select(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mut fd_set, t: *mut timeval) -> c_int {
+    crate::real::guard("select", || {
+        // SAFETY: non-null caller pointer.
+        let tv = unsafe { t.as_ref() }.copied();
+        let is_zero = tv.is_some_and(|tv| tv.tv_sec == 0 && tv.tv_usec == 0);
+        if !cooperative() || is_zero || n < 0 || n > libc::FD_SETSIZE as c_int {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::select(n, r, w, e, t) };
+        }
+        let deadline = match tv {
+            None => None,
+            Some(tv) if tv.tv_sec < 0 || tv.tv_usec < 0 || tv.tv_usec >= 1_000_000 => {
+                return errno::fail(libc::EINVAL);
+            }
+            Some(tv) => Instant::now().checked_add(Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000)),
+        };
+        crate::cancel_point();
+        // SAFETY: the sets are the caller's (null or valid).
+        let saved = unsafe { Sets::save(r, w, e) };
+        let mut zero = timeval { tv_sec: 0, tv_usec: 0 };
+        // SAFETY: forwarded with a zero timeout.
+        let res = unsafe { next::select(n, r, w, e, &mut zero) };
+        if res != 0 {
+            return res;
+        }
+        // SAFETY: the kernel accepted the sets.
+        let interest = unsafe {
+            select_interest(
+                n,
+                saved.r.as_ref().map_or(std::ptr::null(), |s| s),
+                saved.w.as_ref().map_or(std::ptr::null(), |s| s),
+                saved.e.as_ref().map_or(std::ptr::null(), |s| s),
+            )
+        };
+        let res = multiplex(&interest, deadline, || {
+            // SAFETY: same sets as saved; zero timeout.
+            unsafe {
+                saved.restore(r, w, e);
+                let mut zero = timeval { tv_sec: 0, tv_usec: 0 };
+                next::select(n, r, w, e, &mut zero)
+            }
+        });
+        if let (Some(d), false) = (deadline, t.is_null()) {
+            let left = d.saturating_duration_since(Instant::now());
+            // SAFETY: non-null caller pointer.
+            unsafe {
+                *t = timeval {
+                    tv_sec: left.as_secs() as libc::time_t,
+                    tv_usec: left.subsec_micros() as libc::suseconds_t,
+                };
+            }
+        }
+        res
+    })
+}
+
+/// `pselect(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn pselect(
+    n: c_int,
+    r: *mut fd_set,
+    w: *mut fd_set,
+    e: *mut fd_set,
+    t: *const timespec,
+    m: *const sigset_t,
+) -> c_int {
+    crate::real::guard("pselect", || {
+        let zero = timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: non-null caller pointer.
+        let is_zero = unsafe { t.as_ref() }.is_some_and(|ts| ts.tv_sec == 0 && ts.tv_nsec == 0);
+        if !cooperative() || is_zero || n < 0 || n > libc::FD_SETSIZE as c_int {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::pselect(n, r, w, e, t, m) };
+        }
+        let deadline = match ts_deadline(t) {
+            Ok(d) => d,
+            Err(err) => return errno::fail(err),
+        };
+        crate::cancel_point();
+        // SAFETY: the sets are the caller's (null or valid).
+        let saved = unsafe { Sets::save(r, w, e) };
+        // SAFETY: forwarded with a zero timeout.
+        let res = unsafe { next::pselect(n, r, w, e, &zero, m) };
+        if res != 0 {
+            return res;
+        }
+        // SAFETY: the kernel accepted the sets.
+        let interest = unsafe {
+            select_interest(
+                n,
+                saved.r.as_ref().map_or(std::ptr::null(), |s| s),
+                saved.w.as_ref().map_or(std::ptr::null(), |s| s),
+                saved.e.as_ref().map_or(std::ptr::null(), |s| s),
+            )
+        };
+        multiplex(&interest, deadline, || {
+            // SAFETY: same sets as saved; zero timeout.
+            unsafe {
+                saved.restore(r, w, e);
+                next::pselect(n, r, w, e, &zero, m)
+            }
+        })
+    })
+}
+
+fn epoll_common(ep: c_int, deadline: Option<Instant>, mut probe: impl FnMut() -> c_int) -> c_int {
+    crate::cancel_point();
+    let r = probe();
+    if r != 0 {
+        return r;
+    }
+    multiplex(&[(ep, Interest::Readable)], deadline, probe)
+}
+
+/// `epoll_wait(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn epoll_wait(ep: c_int, ev: *mut epoll_event, max: c_int, timeout: c_int) -> c_int {
+    crate::real::guard("epoll_wait", || {
+        if !cooperative() || timeout == 0 {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::epoll_wait(ep, ev, max, timeout) };
+        }
+        // SAFETY: forwarded with a zero timeout.
+        epoll_common(ep, ms_deadline(timeout), || unsafe { next::epoll_wait(ep, ev, max, 0) })
+    })
+}
+
+/// `epoll_pwait(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn epoll_pwait(
+    ep: c_int,
+    ev: *mut epoll_event,
+    max: c_int,
+    timeout: c_int,
+    m: *const sigset_t,
+) -> c_int {
+    crate::real::guard("epoll_pwait", || {
+        if !cooperative() || timeout == 0 {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::epoll_pwait(ep, ev, max, timeout, m) };
+        }
+        // SAFETY: forwarded with a zero timeout.
+        epoll_common(ep, ms_deadline(timeout), || unsafe {
+            next::epoll_pwait(ep, ev, max, 0, m)
+        })
+    })
+}
+
+/// `epoll_pwait2(2)` (glibc 2.35+): a timespec timeout, null = forever.
+/// Zero-timeout probes go through `epoll_pwait`, which is equivalent.
+#[no_mangle]
+pub unsafe extern "C" fn epoll_pwait2(
+    ep: c_int,
+    ev: *mut epoll_event,
+    max: c_int,
+    t: *const timespec,
+    m: *const sigset_t,
+) -> c_int {
+    crate::real::guard("epoll_pwait2", || {
+        // SAFETY: non-null caller pointer.
+        let is_zero = unsafe { t.as_ref() }.is_some_and(|ts| ts.tv_sec == 0 && ts.tv_nsec == 0);
+        if !cooperative() || is_zero {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::epoll_pwait2(ep, ev, max, t, m) };
+        }
+        let deadline = match ts_deadline(t) {
+            Ok(d) => d,
+            Err(e) => return errno::fail(e),
+        };
+        // SAFETY: forwarded with a zero timeout.
+        epoll_common(ep, deadline, || unsafe { next::epoll_pwait(ep, ev, max, 0, m) })
+    })
+}
