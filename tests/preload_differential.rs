@@ -1,0 +1,109 @@
+//! Differential tests of the LD_PRELOAD interposer: each C program under
+//! `tests/c/` runs plainly and under `libgreenhook.so`; stdout and exit
+//! status must be identical, and the timing the feature promises is checked
+//! with generous bounds.
+mod util;
+
+use util::{differential, differential_expect, named_time_ms, run, time_ms};
+
+#[test]
+fn three_threads_sleeping_one_second_take_about_one_second() {
+    let (_, patched) = differential("sleep_threads", &["3", "sleep", "1000"]);
+    let ms = time_ms(&patched.stderr).unwrap();
+    assert!((1000..1900).contains(&ms), "{ms} ms");
+}
+
+#[test]
+fn every_sleep_function_sleeps_cooperatively() {
+    for f in ["usleep", "nanosleep", "clock_nanosleep", "clock_nanosleep_abs"] {
+        let (_, patched) = differential("sleep_threads", &["100", f, "200"]);
+        let ms = time_ms(&patched.stderr).unwrap();
+        assert!((200..1500).contains(&ms), "{f}: {ms} ms");
+    }
+}
+
+#[test]
+fn ten_thousand_threads_sleeping_ten_ms() {
+    let (plain, patched) = differential("sleep_threads", &["10000", "usleep", "10"]);
+    eprintln!(
+        "10,000 threads x usleep(10 ms): unpatched {} ms, patched {} ms",
+        time_ms(&plain.stderr).unwrap_or(0),
+        time_ms(&patched.stderr).unwrap_or(0)
+    );
+}
+
+#[test]
+fn a_hundred_thousand_threads_fit_when_patched() {
+    let bin = util::compile("sleep_threads");
+    let args = ["100000", "usleep", "10", "64"];
+    let patched = run(&bin, &args, true, &[]);
+    assert_eq!(patched.stdout.trim(), "ok 100000", "{}", patched.describe());
+    // Unpatched, vm.max_map_count (65530) caps threads at about 32k here; on
+    // a machine with a higher limit it may succeed, which is fine too.
+    let plain = run(&bin, &args, false, &[]);
+    assert!(
+        plain.stdout.starts_with("pthread_create failed at") || plain.stdout.trim() == "ok 100000",
+        "{}",
+        plain.describe()
+    );
+}
+
+#[test]
+fn socketpair_ping_pong_read_write() {
+    differential("socketpair_pingpong", &["rw", "100000"]);
+}
+
+#[test]
+fn socketpair_ping_pong_send_recv() {
+    differential("socketpair_pingpong", &["sendrecv", "20000"]);
+}
+
+#[test]
+fn pipe_ping_pong() {
+    differential("socketpair_pingpong", &["pipe", "20000"]);
+}
+
+#[test]
+fn tcp_echo_thread_per_connection() {
+    differential("tcp_echo", &["200"]);
+}
+
+#[test]
+fn fd_semantics_and_bad_inputs_match_the_kernel() {
+    let (_, patched) = differential("fd_semantics", &[]);
+    let ms = named_time_ms(&patched.stderr, "recv_so_rcvtimeo").unwrap();
+    assert!((200..1500).contains(&ms), "SO_RCVTIMEO waited {ms} ms");
+}
+
+#[test]
+fn poll_select_and_epoll_match_the_kernel() {
+    differential("poll_select", &[]);
+}
+
+#[test]
+fn synchronisation_primitives() {
+    differential("sync_prims", &[]);
+}
+
+#[test]
+fn pthread_miscellany() {
+    differential("pthread_misc", &[]);
+}
+
+#[test]
+fn errno_is_per_thread() {
+    differential("errno_isolation", &["4", "300"]);
+}
+
+#[test]
+fn pthread_exit_in_main_waits_for_the_others() {
+    differential("exit_paths", &["pthread_exit_main"]);
+}
+
+#[test]
+fn exit_from_a_thread_with_others_blocked() {
+    let (_, patched) = differential_expect("exit_paths", &["exit_from_thread"], 3);
+    assert!(time_ms(&patched.stderr).unwrap() < 5000);
+    differential_expect("exit_paths", &["_exit_from_thread"], 4);
+    differential("exit_paths", &["main_return"]);
+}
