@@ -138,12 +138,9 @@ pub(crate) fn report(f: &Fiber, extra: &str) -> ! {
         buf.s(")");
     }
     buf.s("; raise it with GREENHOOK_STACK_SIZE or a per-fiber stack size\n");
-    // SAFETY: write(2) and abort(3) are async-signal-safe; buf is initialised
-    // up to n.
-    unsafe {
-        libc::write(2, buf.b.as_ptr().cast(), buf.n);
-        libc::abort();
-    }
+    raw_write_stderr(&buf.b[..buf.n]);
+    // SAFETY: abort(3) is async-signal-safe.
+    unsafe { libc::abort() }
 }
 
 struct Buf {
@@ -174,5 +171,22 @@ impl Buf {
         for &c in &d[i..] {
             self.s(std::str::from_utf8(&[c]).unwrap_or("?"));
         }
+    }
+}
+
+/// Writes to fd 2 with a raw system call: the libc `write` symbol may be
+/// greenhook's own hook, which is not async-signal-safe on first use.
+#[cfg(target_os = "linux")]
+fn raw_write_stderr(b: &[u8]) {
+    // rustix issues the system call inline: no libc symbol (`write` and
+    // `syscall` may both be greenhook hooks), no libc state.
+    let _ = rustix::io::write(rustix::stdio::stderr(), b);
+}
+
+#[cfg(not(target_os = "linux"))]
+fn raw_write_stderr(b: &[u8]) {
+    // SAFETY: write(2) is async-signal-safe; the buffer is valid.
+    unsafe {
+        libc::write(2, b.as_ptr().cast(), b.len());
     }
 }
