@@ -1,5 +1,6 @@
-//! fd bookkeeping: `socket`, `socketpair`, `pipe`, `pipe2`, `dup`, `dup2`,
-//! `dup3`, `fcntl`, `ioctl(FIONBIO)`, `setsockopt` timeouts, `close`.
+//! fd bookkeeping: `socket`, `socketpair`, `pipe`, `pipe2`, `eventfd`,
+//! `timerfd_create`, `signalfd`, `inotify_init*`, `dup`, `dup2`, `dup3`,
+//! `fcntl`, `ioctl(FIONBIO)`, `setsockopt` timeouts, `close`.
 //!
 //! While patched, sockets and pipes are created non-blocking underneath
 //! (`SOCK_NONBLOCK` / `O_NONBLOCK` added to the creating call: no extra
@@ -28,6 +29,10 @@ mod next {
         fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int;
         fn close(fd: c_int) -> c_int;
         fn setsockopt(fd: c_int, level: c_int, name: c_int, val: *const c_void, len: socklen_t) -> c_int;
+        fn eventfd(initval: libc::c_uint, flags: c_int) -> c_int;
+        fn timerfd_create(clock: libc::clockid_t, flags: c_int) -> c_int;
+        fn signalfd(fd: c_int, mask: *const libc::sigset_t, flags: c_int) -> c_int;
+        fn inotify_init1(flags: c_int) -> c_int;
     }
 }
 
@@ -101,6 +106,66 @@ pub unsafe extern "C" fn pipe(fds: *mut c_int) -> c_int {
         // SAFETY: same contract as pipe2 with no flags.
         unsafe { pipe2(fds, 0) }
     })
+}
+
+/// Creates an fd through `create(flags | nonblock_flag)` and records it as
+/// managed; `nonblock_flag` is the call's own spelling of `O_NONBLOCK`.
+fn created(flags: c_int, nonblock_flag: c_int, create: impl FnOnce(c_int) -> c_int) -> c_int {
+    if !crate::active() {
+        return create(flags);
+    }
+    let fd = create(flags | nonblock_flag);
+    if fd >= 0 {
+        fdtable::set_managed(fd, flags & nonblock_flag != 0, false);
+    }
+    fd
+}
+
+/// `eventfd(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn eventfd(initval: libc::c_uint, flags: c_int) -> c_int {
+    crate::real::guard("eventfd", || {
+        // SAFETY: plain value arguments.
+        created(flags, libc::EFD_NONBLOCK, |f| unsafe { next::eventfd(initval, f) })
+    })
+}
+
+/// `timerfd_create(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn timerfd_create(clock: libc::clockid_t, flags: c_int) -> c_int {
+    crate::real::guard("timerfd_create", || {
+        // SAFETY: plain value arguments.
+        created(flags, libc::TFD_NONBLOCK, |f| unsafe { next::timerfd_create(clock, f) })
+    })
+}
+
+/// `signalfd(2)`: only a new signalfd (fd == -1) is created managed.
+#[no_mangle]
+pub unsafe extern "C" fn signalfd(fd: c_int, mask: *const libc::sigset_t, flags: c_int) -> c_int {
+    crate::real::guard("signalfd", || {
+        if fd != -1 {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::signalfd(fd, mask, flags) };
+        }
+        // SAFETY: the kernel validates the mask pointer.
+        created(flags, libc::SFD_NONBLOCK, |f| unsafe { next::signalfd(fd, mask, f) })
+    })
+}
+
+/// `inotify_init1(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn inotify_init1(flags: c_int) -> c_int {
+    crate::real::guard("inotify_init1", || {
+        // SAFETY: plain value argument.
+        created(flags, libc::IN_NONBLOCK, |f| unsafe { next::inotify_init1(f) })
+    })
+}
+
+/// `inotify_init(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn inotify_init() -> c_int {
+    // SAFETY: same call with no flags.
+    unsafe { inotify_init1(0) }
 }
 
 /// `dup(2)`.
@@ -183,6 +248,14 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
                     r
                 }
             }
+            libc::F_SETFL if fdtable::flags(fd) & fdtable::KNOWN != 0 => {
+                // SAFETY: forwarded unchanged.
+                let r = unsafe { next::fcntl(fd, cmd, arg) };
+                if r == 0 {
+                    fdtable::set_user_nonblock(fd, arg as c_int & libc::O_NONBLOCK != 0);
+                }
+                r
+            }
             libc::F_SETFL if managed => {
                 let user_nb = arg as c_int & libc::O_NONBLOCK != 0;
                 // SAFETY: F_SETFL takes an int; we keep O_NONBLOCK set underneath.
@@ -219,11 +292,12 @@ pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
     crate::real::guard("ioctl", || {
         // SAFETY: forwarded unchanged; for FIONBIO the kernel validates `arg`.
         let r = unsafe { next::ioctl(fd, req, arg) };
-        if r == 0 && req == libc::FIONBIO && crate::is_patched() && fdtable::flags(fd) & fdtable::MANAGED != 0 {
+        let f = fdtable::flags(fd);
+        if r == 0 && req == libc::FIONBIO && crate::is_patched() && f & (fdtable::MANAGED | fdtable::KNOWN) != 0 {
             // SAFETY: the kernel just read this int successfully.
             let on = unsafe { *(arg as *const c_int) } != 0;
             fdtable::set_user_nonblock(fd, on);
-            if !on {
+            if !on && f & fdtable::MANAGED != 0 {
                 let one: c_int = 1;
                 // SAFETY: a valid int for FIONBIO; keeps the fd non-blocking underneath.
                 unsafe { next::ioctl(fd, req, &one as *const c_int as usize) };
@@ -246,7 +320,7 @@ pub unsafe extern "C" fn setsockopt(fd: c_int, level: c_int, name: c_int, val: *
             _ => None,
         };
         if let Some(which) = which {
-            if r == 0 && crate::is_patched() && fdtable::flags(fd) & fdtable::MANAGED != 0 {
+            if r == 0 && crate::is_patched() && fdtable::flags(fd) & (fdtable::MANAGED | fdtable::KNOWN) != 0 {
                 // SAFETY: the kernel accepted a timeval of `len` bytes here.
                 let tv = unsafe { &*(val as *const libc::timeval) };
                 let d = std::time::Duration::from_secs(tv.tv_sec.max(0) as u64)

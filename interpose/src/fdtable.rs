@@ -20,6 +20,9 @@ pub const MANAGED: u32 = 1;
 pub const USER_NONBLOCK: u32 = 2;
 /// A socket (not a pipe, FIFO or tty).
 pub const SOCKET: u32 = 4;
+/// Not managed, but examined once: `USER_NONBLOCK` tells whether the
+/// (inherited or foreign) fd is non-blocking.
+pub const KNOWN: u32 = 8;
 
 const CHUNK: usize = 1024;
 const CHUNKS: usize = 4096; // up to 4M fds
@@ -140,14 +143,25 @@ fn for_description(fd: i32, f: impl Fn(&Entry)) {
             continue;
         }
         if let Some(o) = entry(other) {
-            if o.group.load(Ordering::Relaxed) == g && o.flags.load(Ordering::Relaxed) & MANAGED != 0 {
+            if o.group.load(Ordering::Relaxed) == g && o.flags.load(Ordering::Relaxed) & (MANAGED | KNOWN) != 0 {
                 f(o);
             }
         }
     }
 }
 
-/// Sets or clears the user's `O_NONBLOCK` on a managed fd (and its dups).
+/// Records what `F_GETFL` said of an fd we did not create.
+pub fn set_known(fd: i32, nonblock: bool) {
+    if let Some(e) = entry_or_create(fd) {
+        HIGH.fetch_max(fd as u32 + 1, Ordering::Relaxed);
+        e.group
+            .store(NEXT_GROUP.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
+        e.flags
+            .store(KNOWN | if nonblock { USER_NONBLOCK } else { 0 }, Ordering::Relaxed);
+    }
+}
+
+/// Sets or clears the user's `O_NONBLOCK` on a managed or known fd (and its dups).
 pub fn set_user_nonblock(fd: i32, on: bool) {
     for_description(fd, |e| {
         if on {

@@ -40,17 +40,115 @@ mod next {
         fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int;
         fn accept4(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -> c_int;
         fn getsockopt(fd: c_int, level: c_int, name: c_int, val: *mut c_void, len: *mut socklen_t) -> c_int;
+        fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, timeout: c_int) -> c_int;
+        fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int;
     }
 }
 
-/// Whether calls on `fd` should be made cooperative.
+/// How a call on an fd is handled.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// Straight to the real call.
+    Pass,
+    /// Managed: non-blocking underneath; try, wait on EAGAIN, retry.
+    Managed,
+    /// An fd we did not create (inherited pipe or tty, a FIFO opened with
+    /// `open`…), blocking, used in a cooperative context: wait until
+    /// `poll` says it is ready, then make the (now non-blocking) real call.
+    /// Its `O_NONBLOCK` is left alone: the description may be shared with
+    /// other processes (a tty with the shell).
+    Polled,
+}
+
 #[inline]
-fn coop(fd: c_int) -> bool {
-    crate::active() && fdtable::cooperative(fd)
+fn path(fd: c_int) -> Path {
+    if !crate::active() {
+        return Path::Pass;
+    }
+    let f = fdtable::flags(fd);
+    if f & fdtable::MANAGED != 0 {
+        return if f & fdtable::USER_NONBLOCK == 0 {
+            Path::Managed
+        } else {
+            Path::Pass
+        };
+    }
+    if !crate::cooperative_context() {
+        return Path::Pass;
+    }
+    let f = if f & fdtable::KNOWN == 0 { examine(fd) } else { f };
+    if f & fdtable::KNOWN != 0 && f & fdtable::USER_NONBLOCK == 0 {
+        Path::Polled
+    } else {
+        Path::Pass
+    }
+}
+
+/// First cooperative use of a foreign fd: is it non-blocking? (Kept up to
+/// date afterwards by the fcntl/ioctl hooks.)
+#[cold]
+fn examine(fd: c_int) -> u32 {
+    // SAFETY: F_GETFL only reads the status flags.
+    let fl = unsafe { next::fcntl(fd, libc::F_GETFL, 0) };
+    if fl < 0 {
+        return 0; // not an open fd: the real call will say so
+    }
+    fdtable::set_known(fd, fl & libc::O_NONBLOCK != 0);
+    fdtable::flags(fd)
+}
+
+/// Level readiness of a foreign fd, without blocking. Errors and
+/// `POLLNVAL` count as ready: the real call then reports them.
+fn ready_now(fd: c_int, interest: Interest) -> bool {
+    let events = match interest {
+        Interest::Readable => libc::POLLIN,
+        Interest::Writable => libc::POLLOUT,
+    };
+    let mut p = libc::pollfd { fd, events, revents: 0 };
+    // SAFETY: one valid pollfd, zero timeout.
+    unsafe { next::poll(&mut p, 1, 0) != 0 }
+}
+
+/// The [`Path::Polled`] form of an operation: wait for level readiness,
+/// then call.
+fn polled(fd: c_int, interest: Interest, which: Timeout, op: impl FnOnce() -> ssize_t) -> ssize_t {
+    crate::cancel_point();
+    let dl = deadline(fd, which);
+    while !ready_now(fd, interest) {
+        if let Err(e) = wait(fd, interest, dl) {
+            return errno::fail(e);
+        }
+    }
+    op()
+}
+
+/// A write of `total` bytes to a foreign blocking fd, in pieces of at most
+/// `PIPE_BUF` (a pipe that polls writable takes that much without
+/// blocking); `op(done, len)` writes `len` bytes from offset `done`.
+fn polled_all(fd: c_int, total: usize, mut op: impl FnMut(usize, usize) -> ssize_t) -> ssize_t {
+    let mut done = 0usize;
+    while done < total {
+        let len = (total - done).min(libc::PIPE_BUF);
+        let r = polled(fd, Interest::Writable, Timeout::Send, || op(done, len));
+        if r <= 0 {
+            return if done > 0 { done as ssize_t } else { r };
+        }
+        done += r as usize;
+    }
+    done as ssize_t
 }
 
 /// Waits for `fd` after an `EAGAIN`; on failure returns the errno to report.
+///
+/// In a cooperative context the hub parks the fiber. Anywhere else (a real
+/// thread, or a root context with no fibers) nothing else could run, so the
+/// thread blocks in the kernel like the blocking call would have: one
+/// `poll` on this fd, which, like a blocked `read`, keeps the file alive if
+/// another thread closes the fd meanwhile.
 fn wait(fd: c_int, interest: Interest, deadline: Option<Instant>) -> Result<(), c_int> {
+    if !crate::cooperative_context() {
+        return wait_in_kernel(fd, interest, deadline);
+    }
     match hub::wait_fd(fd, interest, deadline) {
         Ok(()) => Ok(()),
         Err(e) => Err(match e.kind() {
@@ -61,6 +159,37 @@ fn wait(fd: c_int, interest: Interest, deadline: Option<Instant>) -> Result<(), 
             }
             _ => e.raw_os_error().unwrap_or(libc::EIO),
         }),
+    }
+}
+
+fn wait_in_kernel(fd: c_int, interest: Interest, deadline: Option<Instant>) -> Result<(), c_int> {
+    let events = match interest {
+        Interest::Readable => libc::POLLIN,
+        Interest::Writable => libc::POLLOUT,
+    };
+    loop {
+        let ms = match deadline {
+            None => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(libc::EAGAIN);
+                }
+                // Round up: never wake before the deadline.
+                left.as_micros().div_ceil(1000).min(c_int::MAX as u128) as c_int
+            }
+        };
+        let mut p = libc::pollfd { fd, events, revents: 0 };
+        // SAFETY: one valid pollfd.
+        let r = unsafe { next::poll(&mut p, 1, ms) };
+        if r > 0 {
+            return Ok(());
+        }
+        // r == 0: loop to re-check the deadline; EINTR: the blocking call
+        // would have been restarted (SA_RESTART) — see docs/DESIGN.md.
+        if r < 0 && errno::get() != libc::EINTR {
+            return Err(errno::get());
+        }
     }
 }
 
@@ -162,14 +291,13 @@ unsafe fn iov_total(iov: *const iovec, cnt: c_int) -> usize {
 #[no_mangle]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     crate::real::guard("read", || {
-        if !coop(fd) {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::read(fd, buf, n) };
-        }
         // SAFETY: forwarded unchanged, possibly several times.
-        once(fd, Interest::Readable, Timeout::Recv, || unsafe {
-            next::read(fd, buf, n)
-        })
+        let op = || unsafe { next::read(fd, buf, n) };
+        match path(fd) {
+            Path::Pass => op(),
+            Path::Managed => once(fd, Interest::Readable, Timeout::Recv, op),
+            Path::Polled => polled(fd, Interest::Readable, Timeout::Recv, op),
+        }
     })
 }
 
@@ -177,14 +305,19 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
 #[no_mangle]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     crate::real::guard("write", || {
-        if !coop(fd) || n == 0 {
+        let p = if n == 0 { Path::Pass } else { path(fd) };
+        match p {
             // SAFETY: forwarded unchanged.
-            return unsafe { next::write(fd, buf, n) };
+            Path::Pass => unsafe { next::write(fd, buf, n) },
+            // SAFETY: stays within the caller's buffer of n bytes.
+            Path::Managed => all(fd, n, |done| unsafe {
+                next::write(fd, buf.cast::<u8>().add(done).cast(), n - done)
+            }),
+            // SAFETY: stays within the caller's buffer of n bytes.
+            Path::Polled => polled_all(fd, n, |done, len| unsafe {
+                next::write(fd, buf.cast::<u8>().add(done).cast(), len)
+            }),
         }
-        // SAFETY: stays within the caller's buffer of n bytes.
-        all(fd, n, |done| unsafe {
-            next::write(fd, buf.cast::<u8>().add(done).cast(), n - done)
-        })
     })
 }
 
@@ -192,14 +325,13 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
 #[no_mangle]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
     crate::real::guard("readv", || {
-        if !coop(fd) {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::readv(fd, iov, cnt) };
-        }
         // SAFETY: forwarded unchanged.
-        once(fd, Interest::Readable, Timeout::Recv, || unsafe {
-            next::readv(fd, iov, cnt)
-        })
+        let op = || unsafe { next::readv(fd, iov, cnt) };
+        match path(fd) {
+            Path::Pass => op(),
+            Path::Managed => once(fd, Interest::Readable, Timeout::Recv, op),
+            Path::Polled => polled(fd, Interest::Readable, Timeout::Recv, op),
+        }
     })
 }
 
@@ -207,9 +339,16 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssiz
 #[no_mangle]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
     crate::real::guard("writev", || {
-        if !coop(fd) {
+        match path(fd) {
             // SAFETY: forwarded unchanged.
-            return unsafe { next::writev(fd, iov, cnt) };
+            Path::Pass => return unsafe { next::writev(fd, iov, cnt) },
+            // SAFETY: forwarded unchanged once the fd polls writable.
+            Path::Polled => {
+                return polled(fd, Interest::Writable, Timeout::Send, || unsafe {
+                    next::writev(fd, iov, cnt)
+                })
+            }
+            Path::Managed => {}
         }
         // SAFETY: the kernel validates the array on the first call; we only
         // re-slice it after it accepted it.
@@ -232,9 +371,21 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssi
 #[no_mangle]
 pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
     crate::real::guard("recv", || {
-        if !coop(fd) || flags & libc::MSG_DONTWAIT != 0 {
+        let p = if flags & libc::MSG_DONTWAIT != 0 {
+            Path::Pass
+        } else {
+            path(fd)
+        };
+        match p {
             // SAFETY: forwarded unchanged.
-            return unsafe { next::recv(fd, buf, n, flags) };
+            Path::Pass => return unsafe { next::recv(fd, buf, n, flags) },
+            // SAFETY: forwarded unchanged once readable.
+            Path::Polled => {
+                return polled(fd, Interest::Readable, Timeout::Recv, || unsafe {
+                    next::recv(fd, buf, n, flags)
+                })
+            }
+            Path::Managed => {}
         }
         if flags & libc::MSG_WAITALL != 0 && n > 0 {
             return recv_all(fd, buf, n, flags);
@@ -281,9 +432,21 @@ pub unsafe extern "C" fn recvfrom(
     len: *mut socklen_t,
 ) -> ssize_t {
     crate::real::guard("recvfrom", || {
-        if !coop(fd) || flags & libc::MSG_DONTWAIT != 0 {
+        let p = if flags & libc::MSG_DONTWAIT != 0 {
+            Path::Pass
+        } else {
+            path(fd)
+        };
+        match p {
             // SAFETY: forwarded unchanged.
-            return unsafe { next::recvfrom(fd, buf, n, flags, addr, len) };
+            Path::Pass => return unsafe { next::recvfrom(fd, buf, n, flags, addr, len) },
+            // SAFETY: forwarded unchanged once readable.
+            Path::Polled => {
+                return polled(fd, Interest::Readable, Timeout::Recv, || unsafe {
+                    next::recvfrom(fd, buf, n, flags, addr, len)
+                })
+            }
+            Path::Managed => {}
         }
         if flags & libc::MSG_WAITALL != 0 && addr.is_null() && n > 0 {
             return recv_all(fd, buf, n, flags);
@@ -299,9 +462,21 @@ pub unsafe extern "C" fn recvfrom(
 #[no_mangle]
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
     crate::real::guard("recvmsg", || {
-        if !coop(fd) || flags & libc::MSG_DONTWAIT != 0 {
+        let p = if flags & libc::MSG_DONTWAIT != 0 {
+            Path::Pass
+        } else {
+            path(fd)
+        };
+        match p {
             // SAFETY: forwarded unchanged.
-            return unsafe { next::recvmsg(fd, msg, flags) };
+            Path::Pass => return unsafe { next::recvmsg(fd, msg, flags) },
+            // SAFETY: forwarded unchanged once readable.
+            Path::Polled => {
+                return polled(fd, Interest::Readable, Timeout::Recv, || unsafe {
+                    next::recvmsg(fd, msg, flags)
+                })
+            }
+            Path::Managed => {}
         }
         // SAFETY: forwarded unchanged.
         once(fd, Interest::Readable, Timeout::Recv, || unsafe {
@@ -322,7 +497,7 @@ pub unsafe extern "C" fn recvmmsg(
     t: *mut libc::timespec,
 ) -> c_int {
     crate::real::guard("recvmmsg", || {
-        if !coop(fd) || flags & libc::MSG_DONTWAIT != 0 || n == 0 {
+        if path(fd) != Path::Managed || flags & libc::MSG_DONTWAIT != 0 || n == 0 {
             // SAFETY: forwarded unchanged.
             return unsafe { next::recvmmsg(fd, v, n, flags, t) };
         }
@@ -363,9 +538,21 @@ pub unsafe extern "C" fn recvmmsg(
 #[no_mangle]
 pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
     crate::real::guard("send", || {
-        if !coop(fd) || flags & libc::MSG_DONTWAIT != 0 || n == 0 {
+        let p = if flags & libc::MSG_DONTWAIT != 0 || n == 0 {
+            Path::Pass
+        } else {
+            path(fd)
+        };
+        match p {
             // SAFETY: forwarded unchanged.
-            return unsafe { next::send(fd, buf, n, flags) };
+            Path::Pass => return unsafe { next::send(fd, buf, n, flags) },
+            // SAFETY: stays within the caller's buffer.
+            Path::Polled => {
+                return polled_all(fd, n, |done, len| unsafe {
+                    next::send(fd, buf.cast::<u8>().add(done).cast(), len, flags)
+                })
+            }
+            Path::Managed => {}
         }
         // SAFETY: stays within the caller's buffer.
         all(fd, n, |done| unsafe {
@@ -385,7 +572,7 @@ pub unsafe extern "C" fn sendto(
     len: socklen_t,
 ) -> ssize_t {
     crate::real::guard("sendto", || {
-        if !coop(fd) || flags & libc::MSG_DONTWAIT != 0 || n == 0 {
+        if path(fd) != Path::Managed || flags & libc::MSG_DONTWAIT != 0 || n == 0 {
             // SAFETY: forwarded unchanged.
             return unsafe { next::sendto(fd, buf, n, flags, addr, len) };
         }
@@ -401,7 +588,7 @@ pub unsafe extern "C" fn sendto(
 #[no_mangle]
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
     crate::real::guard("sendmsg", || {
-        if !coop(fd) || flags & libc::MSG_DONTWAIT != 0 || msg.is_null() {
+        if path(fd) != Path::Managed || flags & libc::MSG_DONTWAIT != 0 || msg.is_null() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::sendmsg(fd, msg, flags) };
         }
@@ -432,7 +619,7 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
 #[no_mangle]
 pub unsafe extern "C" fn sendmmsg(fd: c_int, v: *mut libc::mmsghdr, n: c_uint, flags: c_int) -> c_int {
     crate::real::guard("sendmmsg", || {
-        if !coop(fd) || flags & libc::MSG_DONTWAIT != 0 {
+        if path(fd) != Path::Managed || flags & libc::MSG_DONTWAIT != 0 {
             // SAFETY: forwarded unchanged.
             return unsafe { next::sendmmsg(fd, v, n, flags) };
         }
@@ -447,7 +634,7 @@ pub unsafe extern "C" fn sendmmsg(fd: c_int, v: *mut libc::mmsghdr, n: c_uint, f
 #[no_mangle]
 pub unsafe extern "C" fn sendfile(out: c_int, inp: c_int, off: *mut libc::off_t, n: size_t) -> ssize_t {
     crate::real::guard("sendfile", || {
-        if !coop(out) || n == 0 {
+        if path(out) != Path::Managed || n == 0 {
             // SAFETY: forwarded unchanged.
             return unsafe { next::sendfile(out, inp, off, n) };
         }
@@ -469,7 +656,7 @@ pub unsafe extern "C" fn sendfile64(out: c_int, inp: c_int, off: *mut libc::off_
 #[no_mangle]
 pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
     crate::real::guard("connect", || {
-        if !coop(fd) {
+        if path(fd) != Path::Managed {
             // SAFETY: forwarded unchanged.
             return unsafe { next::connect(fd, addr, len) };
         }

@@ -101,6 +101,10 @@ fn ts_deadline(t: *const timespec) -> Result<Option<Instant>, c_int> {
 /// # Safety
 /// `fds` points at `n` pollfds (the kernel accepted them already).
 unsafe fn poll_interest(fds: *const pollfd, n: nfds_t) -> Vec<(c_int, Interest)> {
+    if n == 0 || fds.is_null() {
+        // poll(NULL, 0, ms): the classic portable sleep.
+        return Vec::new();
+    }
     // SAFETY: caller's contract.
     let s = unsafe { std::slice::from_raw_parts(fds, n as usize) };
     let mut v = Vec::with_capacity(s.len());
