@@ -65,6 +65,8 @@ pub struct Fiber {
     guard: (usize, usize),
     guarded: bool,
     stack_size: usize,
+    /// The usable stack range `[lo, hi)`.
+    bounds: (usize, usize),
 }
 
 impl Fiber {
@@ -77,8 +79,18 @@ impl Fiber {
     where
         F: FnOnce() + 'static,
     {
-        overflow::ensure_installed();
         let stack = FiberStack::new(stack_size.unwrap_or_else(default_stack_size))?;
+        Self::on_stack(name, stack, f)
+    }
+
+    /// Creates a fiber that will run `f` on `stack` (pooled, or caller-provided
+    /// through [`FiberStack::foreign`]).
+    pub fn on_stack<F>(name: Option<Box<str>>, stack: FiberStack, f: F) -> io::Result<Fiber>
+    where
+        F: FnOnce() + 'static,
+    {
+        overflow::ensure_installed();
+        let bounds = stack.bounds();
         let guard = stack.guard_range();
         let guarded = stack.is_guarded();
         let stack_size = stack.size();
@@ -90,6 +102,7 @@ impl Fiber {
             f()
         });
         Ok(Fiber {
+            bounds,
             co: UnsafeCell::new(co),
             yielder: Cell::new(std::ptr::null()),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -172,6 +185,11 @@ impl Fiber {
     /// Usable stack bytes.
     pub fn stack_size(&self) -> usize {
         self.stack_size
+    }
+
+    /// The usable stack range `[lo, hi)` (hi is where the stack starts).
+    pub fn stack_bounds(&self) -> (usize, usize) {
+        self.bounds
     }
 
     /// The saved `errno` of this fiber (meaningful while it is not running).

@@ -91,17 +91,23 @@ pub fn parse_size(s: &str) -> Option<usize> {
 /// The process-wide default stack size: `GREENHOOK_STACK_SIZE` if it is set
 /// and valid, else [`DEFAULT_STACK_SIZE`]. Read once.
 pub fn default_stack_size() -> usize {
+    env_stack_size().unwrap_or_else(|| round_size(DEFAULT_STACK_SIZE))
+}
+
+/// `GREENHOOK_STACK_SIZE`, rounded, if set and valid. Read once.
+pub fn env_stack_size() -> Option<usize> {
+    // 0: not read yet; 1: read, not set; else the value.
     static CACHED: AtomicUsize = AtomicUsize::new(0);
-    let v = CACHED.load(Ordering::Relaxed);
-    if v != 0 {
-        return v;
+    match CACHED.load(Ordering::Relaxed) {
+        0 => {}
+        1 => return None,
+        v => return Some(v),
     }
     let v = std::env::var("GREENHOOK_STACK_SIZE")
         .ok()
         .and_then(|s| parse_size(&s))
-        .unwrap_or(DEFAULT_STACK_SIZE);
-    let v = round_size(v);
-    CACHED.store(v, Ordering::Relaxed);
+        .map(round_size);
+    CACHED.store(v.unwrap_or(1), Ordering::Relaxed);
     v
 }
 
@@ -129,6 +135,8 @@ struct Slot {
     guard: usize,
     /// Whether a real guard page protects the low end (else a canary does).
     guarded: bool,
+    /// Memory the caller provided (`pthread_attr_setstack`): never pooled.
+    foreign: bool,
 }
 
 impl FiberStack {
@@ -137,6 +145,36 @@ impl FiberStack {
     pub fn new(size: usize) -> io::Result<FiberStack> {
         let size = round_size(size);
         POOL.with(|p| p.borrow_mut().take(size))
+    }
+
+    /// A stack on memory the caller owns, like `pthread_attr_setstack`:
+    /// `[lo, lo + size)`. It has no guard page and no canary (the memory is
+    /// the caller's to check, as in glibc) and is never pooled.
+    ///
+    /// # Safety
+    /// The range must be readable, writable, unused by anything else, and
+    /// stay so until the fiber running on it has finished or been dropped.
+    pub unsafe fn foreign(lo: usize, size: usize) -> io::Result<FiberStack> {
+        // corosensei wants both ends aligned to 16 bytes.
+        let top = (lo + size) & !15;
+        let bottom = (lo + 15) & !15;
+        if top <= bottom || top - bottom < 4096 {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        Ok(FiberStack {
+            slot: Slot {
+                top,
+                guard_lo: bottom,
+                guard: 0,
+                guarded: true,
+                foreign: true,
+            },
+        })
+    }
+
+    /// The usable range `[lo, hi)`.
+    pub fn bounds(&self) -> (usize, usize) {
+        (self.slot.guard_lo + self.slot.guard, self.slot.top)
     }
 
     /// Usable bytes (excluding the guard page).
@@ -176,6 +214,9 @@ unsafe impl Stack for FiberStack {
 impl Drop for FiberStack {
     fn drop(&mut self) {
         let slot = self.slot;
+        if slot.foreign {
+            return;
+        }
         // At thread exit the pool may be gone: then the slot is leaked, which
         // is harmless (regions are never unmapped).
         let _ = POOL.try_with(|p| {
@@ -262,6 +303,7 @@ impl Pool {
                 guard_lo: lo,
                 guard: page,
                 guarded,
+                foreign: false,
             },
         })
     }

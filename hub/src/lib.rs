@@ -575,6 +575,10 @@ pub struct Spawn {
     pub name: Option<String>,
     /// Usable stack bytes; default [`fiber::default_stack_size`].
     pub stack_size: Option<usize>,
+    /// Run on caller-provided memory `(lo, size)` instead of a pooled stack
+    /// (`pthread_attr_setstack`). The caller guarantees the memory stays
+    /// valid and unused until the fiber finishes.
+    pub user_stack: Option<(usize, usize)>,
 }
 
 /// Spawns a fiber on this thread's hub. It is queued, not run: it first runs
@@ -591,7 +595,12 @@ pub fn spawn(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
             std::process::abort();
         }
     };
-    let fib = fiber::Fiber::new(opts.name.map(String::into_boxed_str), opts.stack_size, body)?;
+    let name = opts.name.map(String::into_boxed_str);
+    let fib = match opts.user_stack {
+        // SAFETY: the Spawn contract: the caller vouches for the memory.
+        Some((lo, size)) => fiber::Fiber::on_stack(name, unsafe { fiber::FiberStack::foreign(lo, size)? }, body)?,
+        None => fiber::Fiber::new(name, opts.stack_size, body)?,
+    };
     let t = Rc::new(Task::new(Some(fib)));
     {
         let mut tasks = hub.tasks.borrow_mut();

@@ -20,6 +20,8 @@ pub const MANAGED: u32 = 1;
 pub const USER_NONBLOCK: u32 = 2;
 /// A socket (not a pipe, FIFO or tty).
 pub const SOCKET: u32 = 4;
+/// A regular file (reads may block on the disk; see `file`).
+pub const FILE: u32 = 16;
 /// Not managed, but examined once: `USER_NONBLOCK` tells whether the
 /// (inherited or foreign) fd is non-blocking.
 pub const KNOWN: u32 = 8;
@@ -150,15 +152,21 @@ fn for_description(fd: i32, f: impl Fn(&Entry)) {
     }
 }
 
-/// Records what `F_GETFL` said of an fd we did not create.
-pub fn set_known(fd: i32, nonblock: bool) {
+/// Records what `F_GETFL` and `fstat` said of an fd we did not create.
+pub fn set_known(fd: i32, nonblock: bool, regular_file: bool) {
     if let Some(e) = entry_or_create(fd) {
         HIGH.fetch_max(fd as u32 + 1, Ordering::Relaxed);
         e.group
             .store(NEXT_GROUP.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
-        e.flags
-            .store(KNOWN | if nonblock { USER_NONBLOCK } else { 0 }, Ordering::Relaxed);
+        let f = KNOWN | if nonblock { USER_NONBLOCK } else { 0 } | if regular_file { FILE } else { 0 };
+        e.flags.store(f, Ordering::Relaxed);
     }
+}
+
+/// Whether `fd` was seen to be a regular file.
+#[inline]
+pub fn is_regular_file(fd: i32) -> bool {
+    flags(fd) & FILE != 0
 }
 
 /// Sets or clears the user's `O_NONBLOCK` on a managed or known fd (and its dups).

@@ -94,7 +94,15 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The `syscall` hook.
 #[no_mangle]
-pub unsafe extern "C" fn syscall(n: c_long, a1: c_long, a2: c_long, a3: c_long, a4: c_long, a5: c_long, a6: c_long) -> c_long {
+pub unsafe extern "C" fn syscall(
+    n: c_long,
+    a1: c_long,
+    a2: c_long,
+    a3: c_long,
+    a4: c_long,
+    a5: c_long,
+    a6: c_long,
+) -> c_long {
     if n != libc::SYS_futex {
         // SAFETY: forwarded unchanged.
         return unsafe { next::syscall(n, a1, a2, a3, a4, a5, a6) };
@@ -106,7 +114,11 @@ pub unsafe extern "C" fn syscall(n: c_long, a1: c_long, a2: c_long, a3: c_long, 
         let realtime = op & FUTEX_CLOCK_REALTIME != 0;
         let r = match cmd {
             FUTEX_WAKE | FUTEX_WAKE_BITSET => {
-                let bitset = if cmd == FUTEX_WAKE { FUTEX_BITSET_MATCH_ANY } else { a6 as u32 };
+                let bitset = if cmd == FUTEX_WAKE {
+                    FUTEX_BITSET_MATCH_ANY
+                } else {
+                    a6 as u32
+                };
                 if bitset == 0 || uaddr % 4 != 0 {
                     Err(libc::EINVAL)
                 } else {
@@ -130,7 +142,11 @@ pub unsafe extern "C" fn syscall(n: c_long, a1: c_long, a2: c_long, a3: c_long, 
                 }
             }
             FUTEX_WAIT | FUTEX_WAIT_BITSET if uaddr != 0 && crate::active() && crate::cooperative_context() => {
-                let bitset = if cmd == FUTEX_WAIT { FUTEX_BITSET_MATCH_ANY } else { a6 as u32 };
+                let bitset = if cmd == FUTEX_WAIT {
+                    FUTEX_BITSET_MATCH_ANY
+                } else {
+                    a6 as u32
+                };
                 let ts = a4 as *const timespec;
                 if bitset == 0 || uaddr % 4 != 0 {
                     Err(libc::EINVAL)
@@ -167,7 +183,11 @@ unsafe fn deadline(ts: *const timespec, relative: bool, realtime: bool) -> Resul
         let d = Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
         return Ok(Instant::now().checked_add(d));
     }
-    let clock = if realtime { libc::CLOCK_REALTIME } else { libc::CLOCK_MONOTONIC };
+    let clock = if realtime {
+        libc::CLOCK_REALTIME
+    } else {
+        libc::CLOCK_MONOTONIC
+    };
     Ok(abs_to_instant(clock, &ts))
 }
 
@@ -214,7 +234,7 @@ fn wait(uaddr: usize, val: u32, bitset: u32, deadline: Option<Instant>) -> Resul
             // Still queued: the wait really timed out (or was interrupted).
             // Already gone: a waker counted us, so report the wake-up.
             let removed = TABLE.with(|t| {
-                let Some(q) = t.get_mut(&uaddr) else { return None };
+                let q = t.get_mut(&uaddr)?;
                 let pos = q.iter().position(|e| e.id == id)?;
                 let e = q.remove(pos);
                 if q.is_empty() {

@@ -58,6 +58,8 @@ enum Path {
     /// Its `O_NONBLOCK` is left alone: the description may be shared with
     /// other processes (a tty with the shell).
     Polled,
+    /// A regular file: page cache without blocking, else the offload pool.
+    File,
 }
 
 #[inline]
@@ -77,10 +79,12 @@ fn path(fd: c_int) -> Path {
         return Path::Pass;
     }
     let f = if f & fdtable::KNOWN == 0 { examine(fd) } else { f };
-    if f & fdtable::KNOWN != 0 && f & fdtable::USER_NONBLOCK == 0 {
-        Path::Polled
-    } else {
+    if f & fdtable::KNOWN == 0 || f & fdtable::USER_NONBLOCK != 0 {
         Path::Pass
+    } else if f & fdtable::FILE != 0 {
+        Path::File
+    } else {
+        Path::Polled
     }
 }
 
@@ -93,7 +97,11 @@ fn examine(fd: c_int) -> u32 {
     if fl < 0 {
         return 0; // not an open fd: the real call will say so
     }
-    fdtable::set_known(fd, fl & libc::O_NONBLOCK != 0);
+    // SAFETY: an all-zero stat is a valid out buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes into `st`.
+    let regular = unsafe { libc::fstat(fd, &mut st) } == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG;
+    fdtable::set_known(fd, fl & libc::O_NONBLOCK != 0, regular);
     fdtable::flags(fd)
 }
 
@@ -297,6 +305,8 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
             Path::Pass => op(),
             Path::Managed => once(fd, Interest::Readable, Timeout::Recv, op),
             Path::Polled => polled(fd, Interest::Readable, Timeout::Recv, op),
+            // SAFETY: the caller's buffer of n bytes.
+            Path::File => unsafe { crate::file::read(fd, buf, n) },
         }
     })
 }
@@ -308,7 +318,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
         let p = if n == 0 { Path::Pass } else { path(fd) };
         match p {
             // SAFETY: forwarded unchanged.
-            Path::Pass => unsafe { next::write(fd, buf, n) },
+            Path::Pass | Path::File => unsafe { next::write(fd, buf, n) },
             // SAFETY: stays within the caller's buffer of n bytes.
             Path::Managed => all(fd, n, |done| unsafe {
                 next::write(fd, buf.cast::<u8>().add(done).cast(), n - done)
@@ -331,6 +341,8 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssiz
             Path::Pass => op(),
             Path::Managed => once(fd, Interest::Readable, Timeout::Recv, op),
             Path::Polled => polled(fd, Interest::Readable, Timeout::Recv, op),
+            // SAFETY: the caller's iovecs.
+            Path::File => unsafe { crate::file::readv(fd, iov, cnt) },
         }
     })
 }
@@ -341,12 +353,12 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssi
     crate::real::guard("writev", || {
         match path(fd) {
             // SAFETY: forwarded unchanged.
-            Path::Pass => return unsafe { next::writev(fd, iov, cnt) },
-            // SAFETY: forwarded unchanged once the fd polls writable.
+            Path::Pass | Path::File => return unsafe { next::writev(fd, iov, cnt) },
             Path::Polled => {
+                // SAFETY: forwarded unchanged once the fd polls writable.
                 return polled(fd, Interest::Writable, Timeout::Send, || unsafe {
                     next::writev(fd, iov, cnt)
-                })
+                });
             }
             Path::Managed => {}
         }
@@ -378,12 +390,12 @@ pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_i
         };
         match p {
             // SAFETY: forwarded unchanged.
-            Path::Pass => return unsafe { next::recv(fd, buf, n, flags) },
-            // SAFETY: forwarded unchanged once readable.
+            Path::Pass | Path::File => return unsafe { next::recv(fd, buf, n, flags) },
             Path::Polled => {
+                // SAFETY: forwarded unchanged once readable.
                 return polled(fd, Interest::Readable, Timeout::Recv, || unsafe {
                     next::recv(fd, buf, n, flags)
-                })
+                });
             }
             Path::Managed => {}
         }
@@ -439,12 +451,12 @@ pub unsafe extern "C" fn recvfrom(
         };
         match p {
             // SAFETY: forwarded unchanged.
-            Path::Pass => return unsafe { next::recvfrom(fd, buf, n, flags, addr, len) },
-            // SAFETY: forwarded unchanged once readable.
+            Path::Pass | Path::File => return unsafe { next::recvfrom(fd, buf, n, flags, addr, len) },
             Path::Polled => {
+                // SAFETY: forwarded unchanged once readable.
                 return polled(fd, Interest::Readable, Timeout::Recv, || unsafe {
                     next::recvfrom(fd, buf, n, flags, addr, len)
-                })
+                });
             }
             Path::Managed => {}
         }
@@ -469,12 +481,12 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
         };
         match p {
             // SAFETY: forwarded unchanged.
-            Path::Pass => return unsafe { next::recvmsg(fd, msg, flags) },
-            // SAFETY: forwarded unchanged once readable.
+            Path::Pass | Path::File => return unsafe { next::recvmsg(fd, msg, flags) },
             Path::Polled => {
+                // SAFETY: forwarded unchanged once readable.
                 return polled(fd, Interest::Readable, Timeout::Recv, || unsafe {
                     next::recvmsg(fd, msg, flags)
-                })
+                });
             }
             Path::Managed => {}
         }
@@ -545,12 +557,12 @@ pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c
         };
         match p {
             // SAFETY: forwarded unchanged.
-            Path::Pass => return unsafe { next::send(fd, buf, n, flags) },
-            // SAFETY: stays within the caller's buffer.
+            Path::Pass | Path::File => return unsafe { next::send(fd, buf, n, flags) },
             Path::Polled => {
+                // SAFETY: stays within the caller's buffer.
                 return polled_all(fd, n, |done, len| unsafe {
                     next::send(fd, buf.cast::<u8>().add(done).cast(), len, flags)
-                })
+                });
             }
             Path::Managed => {}
         }

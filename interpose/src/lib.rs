@@ -28,8 +28,12 @@ pub mod fdtable;
 pub(crate) mod real;
 
 pub mod fd;
+pub mod file;
+pub mod futex;
 pub mod io;
 pub mod poll;
+pub mod sync;
+pub mod thread;
 pub mod time;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -78,7 +82,9 @@ pub(crate) fn cooperative_context() -> bool {
 /// A cancellation point: ends the calling fiber if a deferred
 /// `pthread_cancel` is pending and enabled.
 #[inline]
-pub(crate) fn cancel_point() {}
+pub(crate) fn cancel_point() {
+    thread::testcancel()
+}
 
 /// Load-time setup: patch when we are `libgreenhook.so` in LD_PRELOAD.
 #[ctor::ctor(unsafe)]

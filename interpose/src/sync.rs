@@ -35,8 +35,12 @@
 //! condvars, rwlocks and barriers pass through to glibc (real threads share
 //! them); a fiber blocking on one then blocks its hub.
 //!
-//! Limits: robust, priority-inheritance and process-shared mutexes are
-//! emulated like plain ones (no `EOWNERDEAD`); all waiters of an emulated
+//! Robust mutexes: a fiber that ends holding one releases it and marks it
+//! "owner died" (word `__spins`/`__elision`, zero in every initialiser), so
+//! the next locker gets `EOWNERDEAD`; `pthread_mutex_consistent` clears it,
+//! an unlock without it makes the mutex `ENOTRECOVERABLE`.
+//! Limits: priority-inheritance and process-shared mutexes are emulated
+//! like plain ones; all waiters of an emulated
 //! object must be on one OS thread (true when threads are fibers).
 
 use std::cell::RefCell;
@@ -55,6 +59,7 @@ mod next {
         fn pthread_mutex_clocklock(m: *mut libc::pthread_mutex_t, c: libc::clockid_t, t: *const libc::timespec) -> libc::c_int;
         fn pthread_mutex_unlock(m: *mut libc::pthread_mutex_t) -> libc::c_int;
         fn pthread_mutex_destroy(m: *mut libc::pthread_mutex_t) -> libc::c_int;
+        fn pthread_mutex_consistent(m: *mut libc::pthread_mutex_t) -> libc::c_int;
         fn pthread_cond_wait(c: *mut libc::pthread_cond_t, m: *mut libc::pthread_mutex_t) -> libc::c_int;
         fn pthread_cond_timedwait(c: *mut libc::pthread_cond_t, m: *mut libc::pthread_mutex_t, t: *const libc::timespec) -> libc::c_int;
         fn pthread_cond_clockwait(c: *mut libc::pthread_cond_t, m: *mut libc::pthread_mutex_t, k: libc::clockid_t, t: *const libc::timespec) -> libc::c_int;
@@ -183,6 +188,10 @@ const LOCK: usize = 0;
 const COUNT: usize = 1;
 const OWNER: usize = 2;
 const KIND: usize = 4;
+const ROBUST: usize = 5;
+const KIND_ROBUST_FLAG: i32 = 16;
+const ROBUST_DIED: i32 = 1;
+const ROBUST_UNRECOVERABLE: i32 = 2;
 const KIND_RECURSIVE: i32 = 1;
 const KIND_ERRORCHECK: i32 = 2;
 
@@ -211,6 +220,8 @@ pub(crate) unsafe fn mutex_acquire(m: *mut pthread_mutex_t, wait: Result<Option<
     let me = owner_id();
     // SAFETY: per the contract.
     let k = unsafe { kind(a) };
+    // SAFETY: per the contract.
+    let robust_kind = unsafe { word(a, KIND) }.load(Ordering::Relaxed) & KIND_ROBUST_FLAG != 0;
     if owner.load(Ordering::Relaxed) == me && lock.load(Ordering::Relaxed) != 0 {
         match k {
             KIND_RECURSIVE => {
@@ -221,15 +232,29 @@ pub(crate) unsafe fn mutex_acquire(m: *mut pthread_mutex_t, wait: Result<Option<
                 count.store(c + 1, Ordering::Relaxed);
                 return 0;
             }
-            KIND_ERRORCHECK => return libc::EDEADLK,
             _ if wait.is_err() => return libc::EBUSY,
+            KIND_ERRORCHECK => return libc::EDEADLK,
             _ => {} // a normal mutex relocked by its owner deadlocks, as in glibc
         }
     }
     loop {
-        if lock.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+        // SAFETY: per the contract.
+        let robust = unsafe { word(a, ROBUST) };
+        if robust_kind && robust.load(Ordering::Relaxed) == ROBUST_UNRECOVERABLE {
+            return libc::ENOTRECOVERABLE;
+        }
+        if lock
+            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
             owner.store(me, Ordering::Relaxed);
             count.store(1, Ordering::Relaxed);
+            if robust_kind {
+                ROBUST_HELD.with(|h| h.borrow_mut().entry(me).or_default().push(a));
+                if robust.load(Ordering::Relaxed) == ROBUST_DIED {
+                    return libc::EOWNERDEAD;
+                }
+            }
             return 0;
         }
         let deadline = match wait {
@@ -262,11 +287,70 @@ unsafe fn mutex_release(m: *mut pthread_mutex_t, full: bool) -> Result<i32, c_in
         count.store(c - 1, Ordering::Relaxed);
         return Ok(c - 1);
     }
+    // SAFETY: per the contract.
+    if unsafe { word(a, KIND) }.load(Ordering::Relaxed) & KIND_ROBUST_FLAG != 0 {
+        let me = owner.load(Ordering::Relaxed);
+        ROBUST_HELD.with(|h| {
+            if let Some(v) = h.borrow_mut().get_mut(&me) {
+                v.retain(|&x| x != a);
+            }
+        });
+        // SAFETY: per the contract.
+        let robust = unsafe { word(a, ROBUST) };
+        if robust.load(Ordering::Relaxed) == ROBUST_DIED {
+            robust.store(ROBUST_UNRECOVERABLE, Ordering::Relaxed);
+        }
+    }
     owner.store(0, Ordering::Relaxed);
     count.store(0, Ordering::Relaxed);
     lock.store(0, Ordering::Release);
     hub::unpark(a, 1);
     Ok(c)
+}
+
+thread_local! {
+    /// Robust mutexes held, by owner id.
+    static ROBUST_HELD: RefCell<HashMap<i32, Vec<usize>>> = RefCell::new(HashMap::new());
+}
+
+/// The calling fiber is ending: its robust mutexes become "owner died" and
+/// are released (the next locker gets EOWNERDEAD).
+pub(crate) fn owner_died() {
+    let me = owner_id();
+    let held = ROBUST_HELD.with(|h| h.borrow_mut().remove(&me)).unwrap_or_default();
+    for a in held {
+        // SAFETY: a robust mutex this fiber locked and never unlocked; the
+        // program must keep it alive while it may be locked.
+        unsafe {
+            word(a, ROBUST).store(ROBUST_DIED, Ordering::Relaxed);
+            word(a, OWNER).store(0, Ordering::Relaxed);
+            word(a, COUNT).store(0, Ordering::Relaxed);
+            word(a, LOCK).store(0, Ordering::Release);
+        }
+        hub::unpark(a, 1);
+    }
+}
+
+/// `pthread_mutex_consistent`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_mutex_consistent(m: *mut pthread_mutex_t) -> c_int {
+    crate::real::guard("pthread_mutex_consistent", || {
+        if !emulate() {
+            // SAFETY: pass-through.
+            return unsafe { next::pthread_mutex_consistent(m) };
+        }
+        let a = m as usize;
+        // SAFETY: the caller's mutex.
+        let (robust, owner, kind) = unsafe { (word(a, ROBUST), word(a, OWNER), word(a, KIND)) };
+        if kind.load(Ordering::Relaxed) & KIND_ROBUST_FLAG == 0
+            || robust.load(Ordering::Relaxed) != ROBUST_DIED
+            || owner.load(Ordering::Relaxed) != owner_id()
+        {
+            return libc::EINVAL;
+        }
+        robust.store(0, Ordering::Relaxed);
+        0
+    })
 }
 
 /// `pthread_mutex_lock`.
@@ -384,7 +468,11 @@ unsafe fn cond_clock(c: *mut pthread_cond_t) -> clockid_t {
 }
 
 /// Waits on an emulated condvar; `timeout`: None = forever, Some((clock, ts)).
-unsafe fn cond_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, timeout: Option<(clockid_t, *const timespec)>) -> c_int {
+unsafe fn cond_wait(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+    timeout: Option<(clockid_t, *const timespec)>,
+) -> c_int {
     crate::thread::testcancel();
     let deadline = match timeout {
         None => None,
@@ -428,7 +516,11 @@ pub unsafe extern "C" fn pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthre
 
 /// `pthread_cond_timedwait`, on the condvar's clock.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_cond_timedwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, t: *const timespec) -> c_int {
+pub unsafe extern "C" fn pthread_cond_timedwait(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+    t: *const timespec,
+) -> c_int {
     crate::real::guard("pthread_cond_timedwait", || {
         if !emulate() {
             // SAFETY: pass-through.
@@ -496,16 +588,21 @@ unsafe fn rw_acquire(l: *mut libc::pthread_rwlock_t, write: bool, wait: Result<O
     let me = owner_id();
     loop {
         let s = state.load(Ordering::Relaxed);
-        if s == -1 && writer.load(Ordering::Relaxed) == me {
+        if s == -1 && wait.is_ok() && writer.load(Ordering::Relaxed) == me {
             return libc::EDEADLK;
         }
         let ok = if write {
-            s == 0 && state.compare_exchange(0, -1, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            s == 0
+                && state
+                    .compare_exchange(0, -1, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
         } else if s >= 0 {
             if s == i32::MAX {
                 return libc::EAGAIN;
             }
-            state.compare_exchange(s, s + 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            state
+                .compare_exchange(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
         } else {
             false
         };
@@ -595,7 +692,11 @@ pub unsafe extern "C" fn pthread_rwlock_timedwrlock(l: *mut libc::pthread_rwlock
 
 /// `pthread_rwlock_clockrdlock`.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_rwlock_clockrdlock(l: *mut libc::pthread_rwlock_t, c: clockid_t, t: *const timespec) -> c_int {
+pub unsafe extern "C" fn pthread_rwlock_clockrdlock(
+    l: *mut libc::pthread_rwlock_t,
+    c: clockid_t,
+    t: *const timespec,
+) -> c_int {
     crate::real::guard("pthread_rwlock_clockrdlock", || {
         if !emulate() {
             // SAFETY: pass-through.
@@ -608,7 +709,11 @@ pub unsafe extern "C" fn pthread_rwlock_clockrdlock(l: *mut libc::pthread_rwlock
 
 /// `pthread_rwlock_clockwrlock`.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_rwlock_clockwrlock(l: *mut libc::pthread_rwlock_t, c: clockid_t, t: *const timespec) -> c_int {
+pub unsafe extern "C" fn pthread_rwlock_clockwrlock(
+    l: *mut libc::pthread_rwlock_t,
+    c: clockid_t,
+    t: *const timespec,
+) -> c_int {
     crate::real::guard("pthread_rwlock_clockwrlock", || {
         if !emulate() {
             // SAFETY: pass-through.
@@ -779,7 +884,9 @@ unsafe fn sem_wait_coop(s: *mut libc::sem_t, timeout: Option<(clockid_t, *const 
     loop {
         let cur = v.load(Ordering::Relaxed);
         if cur > 0 {
-            if v.compare_exchange(cur, cur - 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            if v.compare_exchange(cur, cur - 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
                 return Ok(());
             }
             continue;
@@ -804,9 +911,8 @@ unsafe fn sem_wait_coop(s: *mut libc::sem_t, timeout: Option<(clockid_t, *const 
         } else {
             d
         };
-        if park("semaphore", s as usize, wake_at, || v.load(Ordering::Relaxed) == 0) == hub::Park::Interrupted {
-            crate::thread::testcancel();
-        }
+        park("semaphore", s as usize, wake_at, || v.load(Ordering::Relaxed) == 0);
+        crate::thread::testcancel();
     }
 }
 

@@ -1,0 +1,144 @@
+//! The interposer's costs, measured side by side in one run: each C program
+//! runs unpatched and under `libgreenhook.so`, and the table shows both and
+//! their ratio.
+//!
+//! Run with: `cargo bench --bench interpose` (`GREENHOOK_BENCH_QUICK=1` for
+//! smaller sizes). Needs `strace` for the syscall row (skipped without it).
+//!
+//! 1. hooked `read`/`write` on a ready fd vs the raw calls (target ≤ 1.05×);
+//! 2. system calls per blocking socketpair round trip between two threads
+//!    (target ≤ 8 patched vs 4 unpatched);
+//! 3. 10,000 threads × `usleep(10 ms)`: unpatched / patched wall time
+//!    (target ≥ 10×).
+#[path = "../tests/util/mod.rs"]
+mod util;
+
+use std::process::Command;
+
+fn quick() -> bool {
+    std::env::var_os("GREENHOOK_BENCH_QUICK").is_some()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn stderr_value(stderr: &str, key: &str) -> Option<f64> {
+    stderr
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(key)?.strip_prefix('=')?.trim().parse().ok())
+}
+
+fn rw_ready() -> (f64, f64) {
+    let bin = util::compile("bench_rw_ready");
+    let n = if quick() { "200000" } else { "2000000" };
+    let (mut plain, mut patched) = (Vec::new(), Vec::new());
+    // Interleave the two sides so drift on a noisy machine hits both alike.
+    for _ in 0..if quick() { 3 } else { 7 } {
+        let r = util::run(&bin, &[n], false, &[]);
+        plain.push(stderr_value(&r.stderr, "ns_per_pair").expect("unpatched run"));
+        let r = util::run(&bin, &[n], true, &[]);
+        patched.push(stderr_value(&r.stderr, "ns_per_pair").expect("patched run"));
+    }
+    (median(plain), median(patched))
+}
+
+/// System calls per round trip: the difference between two run lengths,
+/// so start-up and teardown cancel out.
+fn syscalls_per_round_trip(preload: bool) -> Option<f64> {
+    let bin = util::compile("socketpair_pingpong");
+    let lib = util::preload_lib();
+    let count = |rounds: u32| -> Option<f64> {
+        let out = std::env::temp_dir().join(format!("greenhook-strace-{}-{preload}-{rounds}", std::process::id()));
+        let mut cmd = Command::new("strace");
+        cmd.args(["-f", "-c", "-o"])
+            .arg(&out)
+            .arg(&bin)
+            .args(["rw", &rounds.to_string()]);
+        if preload {
+            cmd.env("LD_PRELOAD", &lib);
+        }
+        let status = cmd.output().ok()?.status;
+        if !status.success() {
+            return None;
+        }
+        let text = std::fs::read_to_string(&out).ok()?;
+        let _ = std::fs::remove_file(&out);
+        let total = text.lines().find(|l| l.trim_end().ends_with("total"))?;
+        total.split_whitespace().nth(3)?.parse().ok()
+    };
+    let (a, b) = if quick() { (1000, 3000) } else { (5000, 15000) };
+    Some((count(b)? - count(a)?) / f64::from(b - a))
+}
+
+fn many_sleepers() -> (f64, f64) {
+    let bin = util::compile("sleep_threads");
+    let args = ["10000", "usleep", "10"];
+    let plain = util::run(&bin, &args, false, &[]);
+    let patched = util::run(&bin, &args, true, &[]);
+    (
+        util::time_ms(&plain.stderr).expect("unpatched run") as f64,
+        util::time_ms(&patched.stderr).expect("patched run") as f64,
+    )
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let kernel = Command::new("uname")
+        .arg("-r")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{cpu}, {cores} cores, Linux {kernel}")
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo test --benches` asks harness=false benches to list
+    }
+    println!("greenhook interposer benchmark — {}", machine());
+    println!(
+        "{:<52} {:>12} {:>12} {:>8}",
+        "measurement", "unpatched", "patched", "ratio"
+    );
+    let (u, p) = rw_ready();
+    println!(
+        "{:<52} {:>9.1} ns {:>9.1} ns {:>7.3}×",
+        "write+read on a ready pipe (per pair)",
+        u,
+        p,
+        p / u
+    );
+    match (syscalls_per_round_trip(false), syscalls_per_round_trip(true)) {
+        (Some(u), Some(p)) => {
+            println!(
+                "{:<52} {:>12.2} {:>12.2} {:>7.2}×",
+                "syscalls per blocking socketpair round trip",
+                u,
+                p,
+                p / u
+            )
+        }
+        _ => println!(
+            "{:<52} {:>12}",
+            "syscalls per blocking socketpair round trip", "(no strace)"
+        ),
+    }
+    let (u, p) = many_sleepers();
+    println!(
+        "{:<52} {:>9.0} ms {:>9.0} ms {:>7.1}× faster",
+        "10,000 threads × usleep(10 ms), wall",
+        u,
+        p,
+        u / p
+    );
+}

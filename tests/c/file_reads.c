@@ -1,0 +1,134 @@
+/*
+ * file_reads: regular-file reads under a cooperative runtime.
+ *
+ * usage: file_reads PATH MODE
+ *   MODE cached  read PATH (already in the page cache) 200 times with read()
+ *                and pread(); prints checksums; stderr ns_per_read=<n>.
+ *   MODE cold    a ticker thread ticks every 10 ms while the main thread
+ *                drops PATH from the page cache (posix_fadvise DONTNEED) and
+ *                reads its first 16 MiB with ONE read() (the disk wait is
+ *                the potential stall, not CPU work), then fsyncs a scratch
+ *                file; prints a checksum of what it read and that the ticker
+ *                ran; stderr max_tick_late_ms=<n>.
+ *
+ * stdout is deterministic (checksums, counts).
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static unsigned long sum_fd(int fd, int use_pread)
+{
+    static char buf[1 << 16];
+    unsigned long s = 0;
+    off_t off = 0;
+    for (;;) {
+        ssize_t n = use_pread ? pread(fd, buf, sizeof buf, off) : read(fd, buf, sizeof buf);
+        if (n < 0) {
+            perror("read");
+            exit(1);
+        }
+        if (n == 0)
+            break;
+        off += n;
+        for (ssize_t i = 0; i < n; i++)
+            s = s * 31 + (unsigned char)buf[i];
+    }
+    return s;
+}
+
+static volatile int stop;
+static double max_late;
+static int ticks;
+
+static void *ticker(void *arg)
+{
+    (void)arg;
+    double next = now_ms() + 10;
+    while (!stop) {
+        usleep(10000);
+        double late = now_ms() - next;
+        if (late > max_late)
+            max_late = late;
+        next = now_ms() + 10;
+        ticks++;
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: file_reads PATH cached|cold\n");
+        return 2;
+    }
+    const char *path = argv[1];
+    if (!strcmp(argv[2], "cached")) {
+        int fd = open(path, O_RDONLY);
+        if (fd < 0) {
+            perror("open");
+            return 1;
+        }
+        unsigned long first = sum_fd(fd, 0);
+        double t0 = now_ms();
+        long reads = 0;
+        for (int i = 0; i < 200; i++) {
+            lseek(fd, 0, SEEK_SET);
+            if (sum_fd(fd, i & 1) != first) {
+                fprintf(stderr, "checksum changed\n");
+                return 1;
+            }
+            reads++;
+        }
+        printf("cached: checksum=%lx reads=%ld\n", first, reads);
+        fprintf(stderr, "ns_per_pass=%.0f\n", (now_ms() - t0) * 1e6 / reads);
+        return 0;
+    }
+    pthread_t t;
+    pthread_create(&t, NULL, ticker, NULL);
+    usleep(30000);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        perror("open");
+        return 1;
+    }
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    size_t len = 16 << 20;
+    unsigned char *big = malloc(len);
+    ssize_t got = 0;
+    while ((size_t)got < len) { /* a short read is allowed: keep going */
+        ssize_t n = read(fd, big + got, len - got);
+        if (n <= 0)
+            break;
+        got += n;
+    }
+    unsigned long s = 0;
+    for (ssize_t i = 0; i < got; i += 4096)
+        s = s * 31 + big[i];
+    free(big);
+    char scratch[] = "/tmp/greenhook-fsync-XXXXXX";
+    int w = mkstemp(scratch);
+    if (w < 0 || write(w, "x", 1) != 1 || fsync(w) != 0 || fdatasync(w) != 0) {
+        perror("scratch");
+        return 1;
+    }
+    close(w);
+    unlink(scratch);
+    usleep(30000);
+    stop = 1;
+    pthread_join(t, NULL);
+    printf("cold: bytes=%zd checksum=%lx ticker_ran=%s\n", got, s, ticks > 0 ? "yes" : "no");
+    fprintf(stderr, "max_tick_late_ms=%.1f\n", max_late);
+    return 0;
+}
