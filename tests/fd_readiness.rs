@@ -76,3 +76,25 @@ fn regular_files_cannot_be_polled() {
     let e = greenhook::io::wait_readable(f.as_raw_fd(), None).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EPERM));
 }
+
+/// Regression (found by the core benchmark): closing a waited-on fd and
+/// getting the same number back for a new socket must not leave a stale
+/// registration that swallows the new socket's events.
+#[test]
+fn reused_fd_numbers_still_get_readiness() {
+    for round in 0..3u8 {
+        let (mut a, mut b) = UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        b.set_nonblocking(true).unwrap();
+        let reader = greenhook::spawn(move || {
+            let mut buf = [0u8; 1];
+            read_exact_nb(&mut b, &mut buf);
+            buf[0]
+        });
+        greenhook::yield_now(); // the reader registers b's fd and waits
+        a.write_all(&[round]).unwrap();
+        assert_eq!(reader.join().unwrap(), round);
+        // Dropping closes both fds through the close hook; the next pair
+        // reuses the numbers.
+    }
+}

@@ -196,6 +196,9 @@ fn replacing(old: c_int, new: c_int) {
 pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
     crate::real::guard("dup2", || {
         if !crate::is_patched() {
+            if hub::has_hub() {
+                replacing(old, new); // the hub may watch `new` (Rust API users)
+            }
             // SAFETY: forwarded unchanged.
             return unsafe { next::dup2(old, new) };
         }
@@ -214,6 +217,9 @@ pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
 pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
     crate::real::guard("dup3", || {
         if !crate::is_patched() {
+            if hub::has_hub() && old != new {
+                replacing(old, new); // the hub may watch `new` (Rust API users)
+            }
             // SAFETY: forwarded unchanged.
             return unsafe { next::dup3(old, new, flags) };
         }
@@ -337,8 +343,11 @@ pub unsafe extern "C" fn setsockopt(fd: c_int, level: c_int, name: c_int, val: *
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     crate::real::guard("close", || {
+        // Even unpatched: a Rust API user may have waited on this fd through
+        // greenhook::io, and a registration that outlives the fd would
+        // swallow the events of the next fd given the same number.
+        hub::forget_fd(fd);
         if crate::is_patched() {
-            hub::forget_fd(fd);
             fdtable::forget(fd);
         }
         // SAFETY: forwarded unchanged.
