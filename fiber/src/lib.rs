@@ -121,21 +121,22 @@ impl Fiber {
     /// Swaps `errno`: the caller's value is kept aside while the fiber runs
     /// with its own.
     ///
-    /// # Panics
-    /// If called from inside this same fiber (a fiber cannot resume itself).
+    /// A fiber cannot resume itself (checked in debug builds).
     #[inline]
     pub fn resume(&self) -> bool {
         let me: *const Fiber = self;
         let prev = CURRENT.with(|c| c.replace(me));
-        assert!(prev != me, "a fiber cannot resume itself");
-        let saved = errno::get();
-        errno::set(self.errno.get());
+        debug_assert!(prev != me, "a fiber cannot resume itself");
+        // One lookup of the thread's errno slot serves the whole swap.
+        let errno = errno::location();
+        // SAFETY: the errno location is valid for this thread.
+        let saved = unsafe { errno.replace(self.errno.get()) };
         // SAFETY: `co` is only ever touched here; resume is not re-entrant for
-        // one fiber (asserted above: a fiber's own code cannot reach this with
-        // the same fiber, and only one context runs at a time on a thread).
+        // one fiber (a fiber's own code cannot reach this with the same fiber,
+        // and only one context runs at a time on a thread).
         let r = unsafe { (*self.co.get()).resume(()) };
-        self.errno.set(errno::get());
-        errno::set(saved);
+        // SAFETY: as above; the fiber ran on this same thread.
+        self.errno.set(unsafe { errno.replace(saved) });
         CURRENT.with(|c| c.set(prev));
         if !self.guarded {
             self.check_canary();
@@ -236,12 +237,11 @@ impl Drop for Fiber {
 
 /// Suspends the current fiber, returning to whoever resumed it.
 ///
-/// # Panics
-/// If called outside a fiber (in the root context).
+/// Must be called inside a fiber (checked in debug builds).
 #[inline]
 pub fn suspend() {
     let cur = CURRENT.with(|c| c.get());
-    assert!(!cur.is_null(), "fiber::suspend called outside a fiber");
+    debug_assert!(!cur.is_null(), "fiber::suspend called outside a fiber");
     // SAFETY: `cur` is the running fiber (set by resume), alive while it runs;
     // its yielder was set when it started, and we are on its stack.
     unsafe { (*(*cur).yielder.get()).suspend(()) }
@@ -264,9 +264,16 @@ pub fn in_fiber() -> bool {
 /// Access to the calling OS thread's `errno`.
 pub mod errno {
     #[cfg(any(target_os = "linux", target_os = "android"))]
-    use libc::__errno_location as location;
+    use libc::__errno_location as errno_slot;
     #[cfg(any(target_os = "macos", target_os = "ios", target_os = "freebsd"))]
-    use libc::__error as location;
+    use libc::__error as errno_slot;
+
+    /// The calling thread's errno slot.
+    #[inline]
+    pub fn location() -> *mut i32 {
+        // SAFETY: no preconditions; the result is valid for this thread.
+        unsafe { errno_slot() }
+    }
 
     /// Reads `errno`.
     #[inline]

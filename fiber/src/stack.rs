@@ -59,13 +59,16 @@ static GUARD_MODE: AtomicU8 = AtomicU8::new(GUARD_UNKNOWN);
 static MPROTECT_GUARDS: AtomicUsize = AtomicUsize::new(0);
 
 fn page_size() -> usize {
+    static PAGE: AtomicUsize = AtomicUsize::new(0);
+    let p = PAGE.load(Ordering::Relaxed);
+    if p != 0 {
+        return p;
+    }
     // SAFETY: sysconf has no preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as usize
-    } else {
-        4096
-    }
+    let p = if p > 0 { p as usize } else { 4096 };
+    PAGE.store(p, Ordering::Relaxed);
+    p
 }
 
 fn mprotect_budget() -> usize {
@@ -203,9 +206,11 @@ impl Slot {
 // (so aligned to STACK_ALIGNMENT); the low end is a guard page, or, where no
 // guard could be installed, a canary checked at every switch reports overflow.
 unsafe impl Stack for FiberStack {
+    #[inline]
     fn base(&self) -> StackPointer {
         StackPointer::new(self.slot.top).expect("stack top is non-null")
     }
+    #[inline]
     fn limit(&self) -> StackPointer {
         StackPointer::new(self.slot.guard_lo).expect("stack limit is non-null")
     }

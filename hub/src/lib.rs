@@ -452,6 +452,9 @@ impl Hub {
         CURRENT.with(|c| c.set(std::ptr::null()));
         if done || t.exiting.get() {
             self.finish(t);
+        } else if t.state.get() == State::Runnable {
+            // It yielded: back of the queue, reusing the reference we hold.
+            self.runq.borrow_mut().push_back(t);
         }
     }
 
@@ -734,6 +737,15 @@ pub fn sleep_interruptible(deadline: Instant) -> bool {
 /// In a fiber: goes to the back of the run queue. In the root: runs the
 /// fibers that are runnable now, then polls once without blocking.
 pub fn yield_now() {
+    let p = CURRENT.with(|c| c.get());
+    if !p.is_null() {
+        // The fast path: a fiber only marks itself runnable and switches to
+        // the root, which requeues the reference it already holds.
+        // SAFETY: CURRENT points at the running task (see Hub::current).
+        unsafe { (*p).state.set(State::Runnable) };
+        fiber::suspend();
+        return;
+    }
     let hub = Hub::get();
     let cur = hub.current();
     if cur.is_root() {
@@ -752,8 +764,9 @@ pub fn yield_now() {
         hub.looping.set(false);
         hub.poll(false);
     } else {
+        // run_task requeues us when it sees Runnable.
         cur.state.set(State::Runnable);
-        hub.runq.borrow_mut().push_back(cur);
+        drop(cur);
         fiber::suspend();
     }
 }
