@@ -35,6 +35,22 @@
 //! ```
 
 pub mod internal;
+#[cfg(target_os = "linux")]
+mod monitor;
+#[cfg(not(target_os = "linux"))]
+mod monitor {
+    //! The stall monitor needs /proc and tgkill: Linux only.
+    pub(crate) struct Beat {
+        pub(crate) switches: std::sync::atomic::AtomicU64,
+        pub(crate) idle: std::sync::atomic::AtomicBool,
+        pub(crate) live: std::sync::atomic::AtomicU64,
+    }
+    pub(crate) static STALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    pub(crate) fn register() -> Option<std::sync::Arc<Beat>> {
+        None
+    }
+}
+mod fork;
 mod pool;
 pub mod reactor;
 mod remote;
@@ -46,6 +62,7 @@ use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+pub use fork::{in_loop, reset_after_fork, set_poll_hook};
 pub use pool::{offload, pool_size};
 pub use remote::{park_remote, wait_remote, RemoteWaker};
 
@@ -283,6 +300,8 @@ pub(crate) struct Hub {
     pub(crate) remote: remote::Inbox,
     looping: Cell<bool>,
     counters: Counters,
+    /// The stall monitor's heartbeat, when `GREENHOOK_STALL_MS` is set.
+    beat: Option<std::sync::Arc<monitor::Beat>>,
 }
 
 thread_local! {
@@ -327,6 +346,7 @@ impl Hub {
             waitq: RefCell::new(HashMap::new()),
             remote,
             looping: Cell::new(false),
+            beat: monitor::register(),
             counters: Counters {
                 spawned: Cell::new(0),
                 finished: Cell::new(0),
@@ -341,6 +361,7 @@ impl Hub {
         }));
         hub.root.state.set(State::Running);
         HUB.with(|h| h.set(hub));
+        stats_at_exit();
         hub
     }
 
@@ -448,8 +469,16 @@ impl Hub {
         t.state.set(State::Running);
         CURRENT.with(|c| c.set(Rc::as_ptr(&t)));
         bump(&self.counters.switches);
+        if let Some(b) = &self.beat {
+            b.switches
+                .store(self.counters.switches.get(), std::sync::atomic::Ordering::Relaxed);
+            b.current.store(t.id(), std::sync::atomic::Ordering::Relaxed);
+        }
         let done = t.fiber.as_ref().is_some_and(|f| f.resume());
         CURRENT.with(|c| c.set(std::ptr::null()));
+        if let Some(b) = &self.beat {
+            b.current.store(0, std::sync::atomic::Ordering::Relaxed);
+        }
         if done || t.exiting.get() {
             self.finish(t);
         } else if t.state.get() == State::Runnable {
@@ -470,6 +499,9 @@ impl Hub {
         if let Some(moved) = tasks.get(i) {
             moved.index.set(i);
         }
+        if let Some(b) = &self.beat {
+            b.live.store(tasks.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// One turn of the reactor and the timers. With `block`, waits until the
@@ -486,6 +518,7 @@ impl Hub {
                 .map(|k| k.0.saturating_duration_since(now))
         };
         if timeout.is_none() && self.fd_waiting.get() == 0 && self.remote.pending() == 0 {
+            fork::exit_if_orphaned(self);
             self.deadlock();
         }
         // Skip the syscall when nothing could be reported.
@@ -493,7 +526,15 @@ impl Hub {
             bump(&self.counters.polls);
             let mut events = self.events.borrow_mut();
             events.clear();
-            if let Err(e) = self.reactor.wait(timeout, &mut events) {
+            let idle = self.beat.as_ref().filter(|_| timeout != Some(Duration::ZERO));
+            if let Some(b) = idle {
+                b.idle.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            let r = self.reactor.wait(timeout, &mut events);
+            if let Some(b) = idle {
+                b.idle.store(false, std::sync::atomic::Ordering::Relaxed);
+            }
+            if let Err(e) = r {
                 eprintln!("greenhook: poller wait failed: {e}");
                 std::process::abort();
             }
@@ -515,6 +556,7 @@ impl Hub {
         }
         self.remote.drain(self);
         self.fire_timers();
+        fork::run_poll_hook();
     }
 
     fn fire_timers(&self) {
@@ -537,7 +579,13 @@ impl Hub {
     fn deadlock(&self) -> ! {
         let mut msg = String::from("greenhook: deadlock: all fibers are asleep and nothing can wake them\n");
         let describe = |t: &Task| -> String {
-            let name = t.name().map(|n| format!(" '{n}'")).unwrap_or_default();
+            let name = t
+                .name()
+                .map(str::to_owned)
+                .or_else(|| internal::user_name(t.user()))
+                .filter(|n| !n.is_empty())
+                .map(|n| format!(" '{n}'"))
+                .unwrap_or_default();
             let what = match t.waiting.get() {
                 Waiting::Nothing => "is not waiting".to_string(),
                 Waiting::Sleep => "sleeps".to_string(),
@@ -613,6 +661,9 @@ pub fn spawn(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
         if live > hub.counters.peak_live.get() {
             hub.counters.peak_live.set(live);
         }
+        if let Some(b) = &hub.beat {
+            b.live.store(live, std::sync::atomic::Ordering::Relaxed);
+        }
     }
     bump(&hub.counters.spawned);
     hub.runq.borrow_mut().push_back(t.clone());
@@ -622,6 +673,14 @@ pub fn spawn(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
 /// The task running now (the root context when not in a fiber).
 pub fn current() -> Rc<Task> {
     Hub::get().current()
+}
+
+/// The running fiber's opaque user word (see [`Task::set_user`]), read
+/// without touching reference counts (usable from a signal handler).
+pub fn current_user() -> Option<usize> {
+    let p = CURRENT.with(|c| c.get());
+    // SAFETY: CURRENT points at the running task, alive while it runs.
+    unsafe { p.as_ref() }.map(|t| t.user.get())
 }
 
 /// Whether the caller runs inside a fiber.
@@ -943,6 +1002,50 @@ pub fn stats() -> Stats {
         offloads: c.offloads.get(),
         polls: c.polls.get(),
     }
+}
+
+/// Stalls the monitor has reported, process-wide.
+pub fn stalls() -> u64 {
+    monitor::STALLS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// With `GREENHOOK_STATS=1`, registers (once per process) an `atexit`
+/// handler that prints one compact table of the exiting thread's hub.
+fn stats_at_exit() {
+    static ONCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let on = std::env::var_os("GREENHOOK_STATS").is_some_and(|v| !v.is_empty() && v != "0");
+    if on && !ONCE.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        extern "C" fn print_stats() {
+            let _g = internal::Guard::new();
+            eprint!("{}", stats_table());
+        }
+        // SAFETY: registering a plain extern "C" fn with no captured state.
+        unsafe { libc::atexit(print_stats) };
+    }
+}
+
+/// The stats table printed at exit with `GREENHOOK_STATS=1`.
+pub fn stats_table() -> String {
+    let st = stats();
+    let mut out = String::from("greenhook stats\n");
+    out.push_str(&format!(
+        "  fibers     spawned {}  peak live {}  live {}\n",
+        st.spawned, st.peak_live, st.live
+    ));
+    out.push_str(&format!("  switches   {}\n", st.switches));
+    out.push_str(&format!(
+        "  waits      timer {}  fd {}  park {}  (poller calls {})\n",
+        st.timer_waits, st.fd_waits, st.parks, st.polls
+    ));
+    out.push_str(&format!("  offloads   {}\n  stalls     {}\n", st.offloads, stalls()));
+    let extra = internal::stats_extra();
+    if !extra.is_empty() {
+        out.push_str("  hooked     ");
+        let parts: Vec<String> = extra.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        out.push_str(&parts.join("  "));
+        out.push('\n');
+    }
+    out
 }
 
 /// Runs `f` for each live fiber of this thread's hub.

@@ -80,6 +80,16 @@ fn submit(job: Job) {
     }
 }
 
+/// In a forked child: the parent's workers do not exist here, and the jobs
+/// queued for them belong to fibers that are gone.
+pub(crate) fn reset_after_fork() {
+    while let Some(j) = POOL.jobs.pop() {
+        std::mem::forget(j);
+    }
+    POOL.workers.store(0, Ordering::SeqCst);
+    POOL.idle.store(0, Ordering::SeqCst);
+}
+
 fn worker() {
     internal::mark_thread();
     loop {

@@ -59,6 +59,14 @@ impl Inbox {
         self.holds.set(self.holds.get() - 1);
     }
 
+    /// In a forked child: the waits of other fibers are gone.
+    pub(crate) fn reset_after_fork(&self) {
+        std::mem::forget(std::mem::take(&mut *self.pending.borrow_mut()));
+        self.holds.set(0);
+        while self.shared.queue.pop().is_some() {}
+        self.shared.notified.store(false, Ordering::SeqCst);
+    }
+
     pub(crate) fn drain(&self, hub: &Hub) {
         if !self.shared.notified.load(Ordering::Acquire) {
             return;

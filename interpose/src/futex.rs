@@ -119,7 +119,7 @@ pub unsafe extern "C" fn syscall(
                 } else {
                     a6 as u32
                 };
-                if bitset == 0 || uaddr % 4 != 0 {
+                if bitset == 0 || !uaddr.is_multiple_of(4) {
                     Err(libc::EINVAL)
                 } else {
                     let want = (a3 as i32).max(0) as usize;
@@ -148,7 +148,7 @@ pub unsafe extern "C" fn syscall(
                     a6 as u32
                 };
                 let ts = a4 as *const timespec;
-                if bitset == 0 || uaddr % 4 != 0 {
+                if bitset == 0 || !uaddr.is_multiple_of(4) {
                     Err(libc::EINVAL)
                 } else {
                     // SAFETY: the caller passes a timespec pointer or null, as for the kernel.

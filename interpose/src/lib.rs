@@ -32,6 +32,8 @@ pub mod file;
 pub mod futex;
 pub mod io;
 pub mod poll;
+pub mod process;
+pub mod signal;
 pub mod sync;
 pub mod thread;
 pub mod time;
@@ -46,7 +48,15 @@ static PRELOADED: AtomicBool = AtomicBool::new(false);
 /// afterwards `std::thread::sleep`, `std::net` and `std::sync` cooperate
 /// inside fibers. Threads spawned with `std::thread` stay real threads.
 pub fn patch_all() {
+    setup();
     PATCHED.store(true, Ordering::SeqCst);
+}
+
+/// What both ways in (preload, patch_all) set up before patching.
+fn setup() {
+    real::init_stats();
+    hub::internal::set_name_provider(thread::name_for_monitor);
+    hub::internal::set_user_namer(thread::name_of);
 }
 
 /// Whether the hooks are active.
@@ -95,6 +105,7 @@ fn init() {
     PRELOADED.store(true, Ordering::SeqCst);
     let native = std::env::var_os("GREENHOOK_THREADS").is_some_and(|v| v == "native");
     THREADS_AS_FIBERS.store(!native, Ordering::SeqCst);
+    setup();
     PATCHED.store(true, Ordering::SeqCst);
 }
 

@@ -11,6 +11,86 @@
 //! declare those differently.)
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+
+/// The families of the stats table, in print order.
+const FAMILIES: [&str; 12] = [
+    "time", "io", "fd", "poll", "thread", "sync", "futex", "file", "dns", "stdio", "process", "signal",
+];
+static COUNTS: [AtomicU64; 12] = [const { AtomicU64::new(0) }; 12];
+
+fn family(name: &str) -> usize {
+    const SYNC: [&str; 6] = [
+        "pthread_mutex",
+        "pthread_cond",
+        "pthread_rwlock",
+        "pthread_spin",
+        "pthread_barrier",
+        "sem_",
+    ];
+    let starts = |p: &[&str]| p.iter().any(|x| name.starts_with(x));
+    if starts(&SYNC) {
+        5
+    } else if name.starts_with("pthread_") || name.starts_with("__pthread") {
+        4
+    } else if starts(&["sleep", "usleep", "nanosleep", "clock_nanosleep", "sched_yield"]) {
+        0
+    } else if starts(&["read", "write", "recv", "send", "connect", "accept"]) {
+        1
+    } else if starts(&["poll", "ppoll", "select", "pselect", "epoll"]) {
+        3
+    } else if name == "syscall" {
+        6
+    } else if starts(&["pread", "fsync", "fdatasync", "syncfs", "sync_file_range"]) {
+        7
+    } else if starts(&["getaddrinfo", "getnameinfo", "gethostby"]) {
+        8
+    } else if starts(&[
+        "system",
+        "popen",
+        "pclose",
+        "wait",
+        "fork",
+        "vfork",
+        "posix_spawn",
+        "exec",
+    ]) {
+        10
+    } else if starts(&["sig", "pause", "alarm", "setitimer", "raise", "kill"]) {
+        11
+    } else if starts(&["f", "get", "put", "scanf", "vscanf", "printf", "vprintf", "__isoc"]) {
+        if starts(&["fcntl", "fsync", "fdatasync"]) {
+            2
+        } else {
+            9
+        }
+    } else {
+        2
+    }
+}
+
+#[cold]
+fn count(name: &'static str) {
+    COUNTS[family(name)].fetch_add(1, Ordering::Relaxed);
+}
+
+/// Turns on counting when `GREENHOOK_STATS` is set, and adds the counts to
+/// the hub's exit table.
+pub(crate) fn init_stats() {
+    if std::env::var_os("GREENHOOK_STATS").is_some_and(|v| !v.is_empty() && v != "0") {
+        COUNTING.store(true, Ordering::Relaxed);
+        hub::internal::set_stats_extra(|| {
+            FAMILIES
+                .iter()
+                .zip(&COUNTS)
+                .map(|(f, c)| (*f, c.load(Ordering::Relaxed)))
+                .filter(|(_, n)| *n > 0)
+                .collect()
+        });
+    }
+}
 
 /// Resolves `name` (NUL-terminated) in the objects after ours.
 pub(crate) fn resolve(name: &'static [u8]) -> *mut libc::c_void {
@@ -53,9 +133,13 @@ macro_rules! real {
 pub(crate) use real;
 
 /// Runs a hook body; a panic never crosses `extern "C"`: it aborts the
-/// process with the hook's name.
+/// process with the hook's name. With `GREENHOOK_STATS` on, the call is
+/// counted by family for the table printed at exit.
 #[inline]
 pub(crate) fn guard<R>(name: &'static str, f: impl FnOnce() -> R) -> R {
+    if COUNTING.load(Ordering::Relaxed) {
+        count(name);
+    }
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(_) => abort_in(name),

@@ -126,6 +126,39 @@ fn unregister(t: usize) {
 }
 
 /// The record of the calling fiber, if it is one of our pthreads.
+/// The running fiber's pthread name for the stall monitor: called in a
+/// signal handler on the hub thread, so it only reads (`try_with`,
+/// `try_borrow`), never allocates.
+pub(crate) fn name_for_monitor(buf: &mut [u8; 64]) -> usize {
+    let Some(key) = fiber_task_user() else { return 0 };
+    REGISTRY
+        .try_with(|r| {
+            let Ok(r) = r.try_borrow() else { return 0 };
+            let Some(rec) = r.get(&key) else { return 0 };
+            let Ok(name) = rec.name.try_borrow() else { return 0 };
+            let n = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+            buf[..n].copy_from_slice(&name[..n]);
+            n
+        })
+        .unwrap_or(0)
+}
+
+/// The pthread name of the fiber whose record is `key` (deadlock reports).
+pub(crate) fn name_of(key: usize) -> Option<String> {
+    let rec = lookup(key as pthread_t)?;
+    let name = rec.name.borrow();
+    let n = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+    Some(String::from_utf8_lossy(&name[..n]).into_owned())
+}
+
+/// The running task's user word, without touching reference counts.
+fn fiber_task_user() -> Option<usize> {
+    if !hub::in_fiber() {
+        return None;
+    }
+    hub::current_user().filter(|&u| u != 0)
+}
+
 fn current_record() -> Option<Rc<Record>> {
     if !hub::in_fiber() {
         return None;

@@ -48,6 +48,32 @@ impl Reactor {
         })
     }
 
+    /// In a forked child: a fresh epoll set and eventfd take over the same
+    /// fd numbers (`dup3`), so the child never changes the parent's set.
+    pub(crate) fn reset_after_fork(&self) -> io::Result<()> {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        let epfd = epoll::create(CreateFlags::CLOEXEC)?;
+        let efd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
+        // SAFETY: views of our own fds, kept open by `self` and never
+        // closed through these (ManuallyDrop); dup3 swaps what each number
+        // refers to atomically.
+        let (mut old_ep, mut old_ev) = unsafe {
+            (
+                std::mem::ManuallyDrop::new(OwnedFd::from_raw_fd(self.epfd.as_raw_fd())),
+                std::mem::ManuallyDrop::new(OwnedFd::from_raw_fd(self.notifier.efd.as_raw_fd())),
+            )
+        };
+        rustix::io::dup3(&epfd, &mut old_ep, rustix::io::DupFlags::CLOEXEC)?;
+        rustix::io::dup3(&efd, &mut old_ev, rustix::io::DupFlags::CLOEXEC)?;
+        epoll::add(
+            &self.epfd,
+            &*self.notifier.efd,
+            EventData::new_u64(NOTIFY),
+            EventFlags::IN | EventFlags::ET,
+        )?;
+        Ok(())
+    }
+
     pub(crate) fn notifier(&self) -> Notifier {
         self.notifier.clone()
     }

@@ -40,6 +40,12 @@ impl Reactor {
         })
     }
 
+    /// In a forked child: not supported on this backend (a kqueue is not
+    /// inherited by the child at all).
+    pub(crate) fn reset_after_fork(&self) -> io::Result<()> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
     pub(crate) fn notifier(&self) -> Notifier {
         Notifier {
             poller: self.poller.clone(),

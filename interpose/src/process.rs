@@ -1,0 +1,316 @@
+//! Child processes: `waitpid`, `wait`, `wait4`, `waitid`, `system`,
+//! `pclose`, `fork` and `vfork`.
+//!
+//! - **Waiting for one child** (`pid > 0`, `P_PID`, `P_PIDFD`) uses a pidfd
+//!   (`pidfd_open`, a raw system call): the fiber waits on the hub until it
+//!   polls readable (the child exited), then the real call with `WNOHANG`
+//!   reaps it. Stops and continues (`WUNTRACED`, `WCONTINUED`, `WSTOPPED`)
+//!   do not make a pidfd readable, so those waits take the polling path.
+//! - **Waiting for any child** (`pid` -1, 0 or < -1, `P_ALL`, `P_PGID`) polls
+//!   with `WNOHANG` and sleeps on the hub between tries, 1 ms doubling up to
+//!   10 ms. Not the offload pool: a wait for "any child" may last forever
+//!   and would hold one of the few workers (4 by default) for all that time,
+//!   starving file I/O; a pidfd cannot name "any child", and a SIGCHLD
+//!   handler or signalfd would take the signal from the program. The cost is
+//!   at most ~100 cheap system calls a second per waiting fiber, and up to
+//!   10 ms of extra latency.
+//! - A user's `WNOHANG` passes straight through, as does every call outside
+//!   a cooperative context. While waiting, a signal handler installed
+//!   without `SA_RESTART` ends the wait with `EINTR` (see [`crate::signal`]).
+//! - `system` runs on the offload pool: glibc's `system` waits for the shell
+//!   with its internal `waitpid`, which no hook sees. Consequence: glibc
+//!   blocks SIGCHLD only in the *worker* thread's mask, so the calling fiber
+//!   (and every other fiber) can still receive SIGCHLD for that shell while
+//!   the call runs, as in any multi-threaded program; ignoring SIGINT and
+//!   SIGQUIT is process-wide anyway (glibc counts concurrent callers and
+//!   restores the dispositions after the last one), so that part is
+//!   unchanged. At most `GREENHOOK_POOL_SIZE` calls run at once; more wait
+//!   their turn.
+//! - `popen` is not hooked: its pipe is an ordinary (foreign) fd, and reads
+//!   through its `FILE` wait for readiness like any other foreign fd.
+//!   `pclose` first drops the hub's registration of that fd (the close
+//!   happens on another thread, where no hook sees it), then runs on the
+//!   offload pool, because it also waits with glibc's internal `waitpid`.
+//! - `fork` in a cooperative process: the child keeps only the calling
+//!   context, as POSIX says. The hub is reset with
+//!   [`hub::reset_after_fork`]: other fibers are dropped (never resumed,
+//!   never unwound), timers, wait queues and fd registrations are emptied,
+//!   and the child gets its own epoll set and notifier under the same fd
+//!   numbers (it must not change the parent's set, which it shares after
+//!   fork). The calling fiber keeps running on its stack as the child's only
+//!   context and may create more fibers; when none is left, the child exits
+//!   with status 0 (the last thread ended). `pthread_join` on a thread of
+//!   the parent would wait forever (a deadlock report); POSIX leaves it
+//!   undefined.
+//! - `vfork` is `fork`: the child of a real `vfork` shares our stack and
+//!   must not return from the function that called it, which a hook is.
+//!   `posix_spawn` and `exec*` pass through (glibc's `posix_spawn` blocks the
+//!   calling thread only until the child has exec'd).
+
+use std::time::Duration;
+
+use libc::{c_char, c_int, c_void, idtype_t, pid_t, rusage, siginfo_t};
+
+use crate::errno;
+
+mod next {
+    use libc::{c_char, c_int, c_void, idtype_t, id_t, pid_t, rusage, siginfo_t};
+    crate::real::real! {
+        fn waitpid(pid: pid_t, status: *mut c_int, options: c_int) -> pid_t;
+        fn wait4(pid: pid_t, status: *mut c_int, options: c_int, ru: *mut rusage) -> pid_t;
+        fn waitid(idtype: idtype_t, id: id_t, info: *mut siginfo_t, options: c_int) -> c_int;
+        fn system(cmd: *const c_char) -> c_int;
+        fn pclose(f: *mut c_void) -> c_int;
+        fn fork() -> pid_t;
+    }
+}
+
+extern "C" {
+    fn fileno(f: *mut c_void) -> c_int;
+}
+
+/// `P_PIDFD` (Linux 5.4): `id` is a pidfd.
+const P_PIDFD: idtype_t = 3;
+
+#[inline]
+fn cooperative() -> bool {
+    crate::active() && crate::cooperative_context()
+}
+
+/// Runs a blocking call on the offload pool, carrying its errno back.
+fn offload<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    let (r, e) = hub::offload(move || {
+        let r = f();
+        (r, errno::get())
+    });
+    errno::set(e);
+    r
+}
+
+/// A pidfd for `pid`, or None (no such process, or an old kernel).
+fn pidfd_open(pid: pid_t) -> Option<c_int> {
+    // SAFETY: a raw system call with plain integer arguments; our `syscall`
+    // hook passes numbers other than futex straight through.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    (fd >= 0).then_some(fd as c_int)
+}
+
+fn close_pidfd(fd: c_int) {
+    hub::forget_fd(fd);
+    // SAFETY: our own pidfd, no longer registered anywhere.
+    unsafe { libc::syscall(libc::SYS_close, fd) };
+}
+
+/// Waits on the hub until `pidfd` polls readable or, without one, for the
+/// next polling interval (a timed park that only a signal can end early).
+/// `Err(EINTR)` when a signal handler without `SA_RESTART` interrupted it.
+fn wait_once(pidfd: Option<c_int>, backoff: &mut Duration) -> Result<(), c_int> {
+    let interrupted = match pidfd {
+        Some(fd) => crate::signal::interruptible(|| hub::wait_fd(fd, hub::Interest::Readable, None))
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::Interrupted),
+        None => {
+            let key = backoff as *mut Duration as usize;
+            let deadline = std::time::Instant::now().checked_add(*backoff);
+            *backoff = (*backoff * 2).min(Duration::from_millis(10));
+            crate::signal::interruptible(|| hub::park(key, deadline, || true)) == hub::Park::Interrupted
+        }
+    };
+    if interrupted {
+        crate::cancel_point();
+        return Err(libc::EINTR);
+    }
+    Ok(())
+}
+
+/// The shared loop: `try_once` is the real call with `WNOHANG` added and
+/// returns Some(result) when it is final; in between, the fiber waits. A
+/// pidfd that is `owned` is closed at the end.
+fn wait_loop<R: From<i8>>(pidfd: Option<c_int>, owned: bool, mut try_once: impl FnMut() -> Option<R>) -> R {
+    crate::cancel_point();
+    let mut backoff = Duration::from_millis(1);
+    let r = loop {
+        if let Some(r) = try_once() {
+            break Ok(r);
+        }
+        if let Err(e) = wait_once(pidfd, &mut backoff) {
+            break Err(e);
+        }
+    };
+    let e = errno::get();
+    if let Some(fd) = pidfd {
+        if owned {
+            close_pidfd(fd);
+        } else {
+            hub::forget_fd(fd);
+        }
+    }
+    match r {
+        Ok(r) => {
+            errno::set(e);
+            r
+        }
+        Err(e) => errno::fail(e),
+    }
+}
+
+/// Whether a pidfd can stand for this wait (a specific child, exits only).
+fn pidfd_fits(options: c_int) -> bool {
+    options & (libc::WUNTRACED | libc::WCONTINUED) == 0
+}
+
+/// `waitpid(2)`: waits on the hub, not in the kernel.
+#[no_mangle]
+pub unsafe extern "C" fn waitpid(pid: pid_t, status: *mut c_int, options: c_int) -> pid_t {
+    crate::real::guard("waitpid", || {
+        if !cooperative() || options & libc::WNOHANG != 0 {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::waitpid(pid, status, options) };
+        }
+        let pidfd = if pid > 0 && pidfd_fits(options) {
+            pidfd_open(pid)
+        } else {
+            None
+        };
+        wait_loop(pidfd, true, || {
+            // SAFETY: the caller's arguments, plus WNOHANG.
+            let r = unsafe { next::waitpid(pid, status, options | libc::WNOHANG) };
+            (r != 0).then_some(r)
+        })
+    })
+}
+
+/// `wait(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn wait(status: *mut c_int) -> pid_t {
+    // SAFETY: same contract.
+    unsafe { waitpid(-1, status, 0) }
+}
+
+/// `wait4(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn wait4(pid: pid_t, status: *mut c_int, options: c_int, ru: *mut rusage) -> pid_t {
+    crate::real::guard("wait4", || {
+        if !cooperative() || options & libc::WNOHANG != 0 {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::wait4(pid, status, options, ru) };
+        }
+        let pidfd = if pid > 0 && pidfd_fits(options) {
+            pidfd_open(pid)
+        } else {
+            None
+        };
+        wait_loop(pidfd, true, || {
+            // SAFETY: the caller's arguments, plus WNOHANG.
+            let r = unsafe { next::wait4(pid, status, options | libc::WNOHANG, ru) };
+            (r != 0).then_some(r)
+        })
+    })
+}
+
+/// `wait3(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn wait3(status: *mut c_int, options: c_int, ru: *mut rusage) -> pid_t {
+    // SAFETY: same contract.
+    unsafe { wait4(-1, status, options, ru) }
+}
+
+/// `waitid(2)`: with `WNOHANG` the kernel leaves `si_pid` 0 when no child
+/// is ready; we zero it before each try to tell.
+#[no_mangle]
+pub unsafe extern "C" fn waitid(idtype: idtype_t, id: libc::id_t, info: *mut siginfo_t, options: c_int) -> c_int {
+    crate::real::guard("waitid", || {
+        if !cooperative() || options & libc::WNOHANG != 0 || info.is_null() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::waitid(idtype, id, info, options) };
+        }
+        let exits_only = options & (libc::WSTOPPED | libc::WCONTINUED) == 0;
+        let (pidfd, owned) = match idtype {
+            libc::P_PID if exits_only => (pidfd_open(id as pid_t), true),
+            // The caller's own pidfd: waited on, never closed by us.
+            P_PIDFD if exits_only => (Some(id as c_int), false),
+            _ => (None, false),
+        };
+        wait_loop(pidfd, owned, || {
+            // SAFETY: the caller's siginfo; zeroing it is what the kernel
+            // does for a WNOHANG call that finds nothing.
+            unsafe { std::ptr::write_bytes(info, 0, 1) };
+            // SAFETY: the caller's arguments, plus WNOHANG.
+            let r = unsafe { next::waitid(idtype, id, info, options | libc::WNOHANG) };
+            // SAFETY: written by the kernel (or zeroed above).
+            let found = r != 0 || unsafe { (*info).si_pid() } != 0;
+            found.then_some(r)
+        })
+    })
+}
+
+/// `system(3)`: on the offload pool (see the module docs for the signal
+/// consequences).
+#[no_mangle]
+pub unsafe extern "C" fn system(cmd: *const c_char) -> c_int {
+    crate::real::guard("system", || {
+        if !cooperative() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::system(cmd) };
+        }
+        crate::cancel_point();
+        let cmd = cmd as usize;
+        // SAFETY: the caller's string stays valid: offload does not return
+        // before the call has finished.
+        offload(move || unsafe { next::system(cmd as *const c_char) })
+    })
+}
+
+/// `pclose(3)`: forgets the pipe's registration, then waits for the child on
+/// the offload pool.
+#[no_mangle]
+pub unsafe extern "C" fn pclose(f: *mut c_void) -> c_int {
+    crate::real::guard("pclose", || {
+        if !crate::active() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::pclose(f) };
+        }
+        if !f.is_null() {
+            // SAFETY: the caller's FILE from popen.
+            let fd = unsafe { fileno(f) };
+            hub::forget_fd(fd);
+        }
+        if !crate::cooperative_context() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::pclose(f) };
+        }
+        let f = f as usize;
+        // SAFETY: the FILE is the caller's and nobody else uses it now.
+        offload(move || unsafe { next::pclose(f as *mut c_void) })
+    })
+}
+
+/// `fork(2)`: in the child, the calling context becomes the hub's only one.
+#[no_mangle]
+pub unsafe extern "C" fn fork() -> pid_t {
+    crate::real::guard("fork", || {
+        // SAFETY: forwarded unchanged.
+        let pid = unsafe { next::fork() };
+        if pid == 0 && crate::active() && hub::has_hub() {
+            let e = errno::get();
+            hub::reset_after_fork();
+            crate::signal::after_fork_child();
+            errno::set(e);
+        }
+        pid
+    })
+}
+
+/// `vfork(2)`, implemented as [`fork`]: a hook is a function the child
+/// would return from, which a real `vfork` child must never do.
+#[no_mangle]
+pub unsafe extern "C" fn vfork() -> pid_t {
+    // SAFETY: same contract as fork (stricter for the caller).
+    unsafe { fork() }
+}
+
+/// `__vfork`, glibc's alias of `vfork`.
+#[no_mangle]
+pub unsafe extern "C" fn __vfork() -> pid_t {
+    // SAFETY: as vfork.
+    unsafe { fork() }
+}

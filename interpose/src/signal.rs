@@ -1,0 +1,643 @@
+//! Signals under N:1 fibers: per-fiber masks, `EINTR` only where the kernel
+//! would give it, and signal waits that suspend only the calling fiber.
+//!
+//! Active when pthreads are fibers (the preload default); otherwise every
+//! hook here passes straight through.
+//!
+//! **Masks.** `pthread_sigmask`/`sigprocmask` keep a *virtual* mask per
+//! context (the root and each fiber). The OS thread's real mask is the
+//! intersection of all of them, recomputed (one `pthread_sigmask`) only when
+//! a mask changes, never at a switch: a signal reaches its handler as soon
+//! as *some* context accepts it, and the handler runs on whatever context is
+//! current (usually the hub's idle loop), because N:1 has only one kernel
+//! thread to run it on. A fiber's mask decides whether it may be the
+//! *recipient* (the one that sees `EINTR` or wakes from `pause`). A fiber
+//! that never set a mask has the root's (documented deviation: POSIX copies
+//! the creator's mask at `pthread_create`, a hook that lives elsewhere).
+//! A signal every context blocks stays pending in the kernel, as it would.
+//!
+//! **Handlers.** `sigaction`/`signal` install a trampoline in front of the
+//! user's handler (same flags plus `SA_SIGINFO`) and report the user's
+//! action back. The trampoline calls the handler at once, and when the
+//! signal arrived while the hub was in its loop (no user code running), it
+//! notes the signal for the hub, which acts on it at the end of the loop
+//! turn (an interrupted `epoll_wait` ends the turn early).
+//!
+//! **Who sees `EINTR`.** The kernel gives a process-directed signal to one
+//! thread, preferring the main thread, and interrupts only that thread's
+//! call. The same rule here, with exactly one recipient: a signal that
+//! arrived while a context was running is that context's (it is not in a
+//! blocking call, so nobody sees `EINTR`) unless a fiber that does not mask
+//! it waits in `pause`/`sigsuspend` (then that fiber is woken: the running
+//! context may well mask it, and we cannot read its mask from a handler);
+//! one that arrived while the hub waited goes to the first context that
+//! does not mask it, in this order: fibers in `pause`/`sigsuspend`, the
+//! root, the other fibers. The recipient
+//! is interrupted when it is blocked in a call the handler's flags would
+//! not restart: sleeps, `pause` and `sigsuspend` always (the kernel never
+//! restarts those), fd waits (`read`, `write`, `accept`, `connect`, and also
+//! `poll`/`select`/`epoll_wait`, which the kernel never restarts but which
+//! look the same to the hub) and `waitpid`-family waits only when the
+//! handler lacks `SA_RESTART`. Lock and condition waits are never
+//! interrupted (their POSIX calls never fail with `EINTR`). So an
+//! `SA_RESTART` handler never causes a spurious `EINTR`.
+//!
+//! **Waits.** `pause` and `sigsuspend` suspend the calling fiber until it is
+//! chosen as a recipient. `sigwait`, `sigwaitinfo` and `sigtimedwait` try
+//! the real call with a zero timeout, then wait on the hub for a
+//! `signalfd` over the same set to poll readable, and try again. `alarm`
+//! and `setitimer` are untouched: their signals reach handlers as above.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use libc::{c_int, c_void, sigaction as SigAction, siginfo_t, sigset_t, timespec};
+
+use crate::errno;
+
+mod next {
+    use libc::{c_int, siginfo_t, sigset_t, timespec};
+    type SigAction = libc::sigaction;
+    crate::real::real! {
+        fn sigaction(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int;
+        fn pthread_sigmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int;
+        fn sigprocmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int;
+        fn pause() -> c_int;
+        fn sigsuspend(mask: *const sigset_t) -> c_int;
+        fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int;
+        fn sigwaitinfo(set: *const sigset_t, info: *mut siginfo_t) -> c_int;
+        fn sigtimedwait(set: *const sigset_t, info: *mut siginfo_t, ts: *const timespec) -> c_int;
+    }
+}
+
+const NSIG: usize = 65;
+/// Signals that cannot be blocked, and glibc's two internal ones (which its
+/// `pthread_sigmask` never blocks either).
+const UNBLOCKABLE: u64 = bit(libc::SIGKILL) | bit(libc::SIGSTOP) | bit(32) | bit(33);
+
+const fn bit(sig: c_int) -> u64 {
+    1u64 << (sig - 1)
+}
+
+/// The user's handler (`sa_sigaction` word) and flags, per signal, for
+/// signals where our trampoline is installed (handler 0 otherwise).
+static HANDLERS: [AtomicUsize; NSIG] = [const { AtomicUsize::new(0) }; NSIG];
+static FLAGS: [AtomicI32; NSIG] = [const { AtomicI32::new(0) }; NSIG];
+/// Signals whose handler ran since the hub last looked.
+static PENDING: AtomicU64 = AtomicU64::new(0);
+/// Of those, the ones that arrived while the hub was in its loop.
+static IDLE: AtomicU64 = AtomicU64::new(0);
+/// Handlers run so far (any signal).
+static HANDLED: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The root's virtual mask, once fibers made masks virtual.
+    static ROOT_MASK: Cell<Option<u64>> = const { Cell::new(None) };
+    /// Virtual masks of fibers that set one, by fiber id.
+    static MASKS: RefCell<HashMap<u64, u64>> = RefCell::new(HashMap::new());
+    /// Fibers in pause/sigsuspend, with the mask they wait under.
+    static WAITERS: RefCell<Vec<(Rc<hub::Task>, u64)>> = const { RefCell::new(Vec::new()) };
+    /// Tasks in a wait that a non-restarting handler may end (waitpid).
+    static INTERRUPTIBLE: RefCell<Vec<*const hub::Task>> = const { RefCell::new(Vec::new()) };
+}
+
+fn fibers_mode() -> bool {
+    crate::active() && crate::threads_as_fibers()
+}
+
+fn valid(sig: c_int) -> bool {
+    (1..NSIG as c_int).contains(&sig)
+}
+
+fn set_to_bits(set: &sigset_t) -> u64 {
+    let mut b = 0;
+    for sig in 1..NSIG as c_int {
+        // SAFETY: a valid sigset and signal number.
+        if unsafe { libc::sigismember(set, sig) } == 1 {
+            b |= bit(sig);
+        }
+    }
+    b
+}
+
+fn bits_to_set(b: u64, out: &mut sigset_t) {
+    // SAFETY: `out` is a valid sigset to initialise.
+    unsafe { libc::sigemptyset(out) };
+    for sig in 1..NSIG as c_int {
+        if b & bit(sig) != 0 {
+            // SAFETY: as above; internal signals are never in `b`.
+            unsafe { libc::sigaddset(out, sig) };
+        }
+    }
+}
+
+// ---------- handlers ----------
+
+extern "C" fn trampoline(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
+    if !valid(sig) {
+        return;
+    }
+    HANDLED.fetch_add(1, Ordering::SeqCst);
+    if hub::in_loop() {
+        IDLE.fetch_or(bit(sig), Ordering::SeqCst);
+    }
+    PENDING.fetch_or(bit(sig), Ordering::SeqCst);
+    let s = sig as usize;
+    let h = HANDLERS[s].load(Ordering::SeqCst);
+    let flags = FLAGS[s].load(Ordering::SeqCst);
+    if flags & libc::SA_RESETHAND != 0 {
+        // The kernel reset the disposition before calling us.
+        HANDLERS[s].store(0, Ordering::SeqCst);
+    }
+    if h == libc::SIG_DFL || h == libc::SIG_IGN {
+        return;
+    }
+    if flags & libc::SA_SIGINFO != 0 {
+        // SAFETY: the user installed this word as an sa_sigaction handler.
+        let f: extern "C" fn(c_int, *mut siginfo_t, *mut c_void) = unsafe { std::mem::transmute(h) };
+        f(sig, info, ctx);
+    } else {
+        // SAFETY: the user installed this word as an sa_handler.
+        let f: extern "C" fn(c_int) = unsafe { std::mem::transmute(h) };
+        f(sig);
+    }
+}
+
+/// Installs `act` (when non-null) through the trampoline and reports the
+/// previous user-visible action in `old`.
+///
+/// # Safety
+/// `act` and `old` are null or valid, as for `sigaction(2)`.
+unsafe fn install(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int {
+    hub::set_poll_hook(on_poll);
+    let s = sig as usize;
+    let mut mine: SigAction;
+    let mut act_p = act;
+    let mut user = None;
+    // SAFETY: caller's contract.
+    if let Some(a) = unsafe { act.as_ref() } {
+        if a.sa_sigaction != libc::SIG_DFL && a.sa_sigaction != libc::SIG_IGN {
+            mine = *a;
+            mine.sa_sigaction = trampoline as *const () as usize;
+            mine.sa_flags |= libc::SA_SIGINFO;
+            act_p = &mine;
+            user = Some((a.sa_sigaction, a.sa_flags));
+        }
+    }
+    // SAFETY: a zeroed sigaction is a valid out buffer.
+    let mut k: SigAction = unsafe { std::mem::zeroed() };
+    let (prev_h, prev_f) = (HANDLERS[s].load(Ordering::SeqCst), FLAGS[s].load(Ordering::SeqCst));
+    // SAFETY: valid pointers.
+    let r = unsafe { next::sigaction(sig, act_p, &mut k) };
+    if r != 0 {
+        return r;
+    }
+    if k.sa_sigaction == trampoline as *const () as usize {
+        k.sa_sigaction = prev_h;
+        k.sa_flags = prev_f;
+    }
+    if !act.is_null() {
+        let (h, f) = user.unwrap_or((0, 0));
+        FLAGS[s].store(f, Ordering::SeqCst);
+        HANDLERS[s].store(h, Ordering::SeqCst);
+    }
+    if !old.is_null() {
+        // SAFETY: caller's out pointer.
+        unsafe { *old = k };
+    }
+    0
+}
+
+/// `sigaction(2)`: the user's handler runs behind a trampoline.
+#[no_mangle]
+pub unsafe extern "C" fn sigaction(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int {
+    crate::real::guard("sigaction", || {
+        if !fibers_mode() || !valid(sig) || sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::sigaction(sig, act, old) };
+        }
+        // SAFETY: caller's contract.
+        unsafe { install(sig, act, old) }
+    })
+}
+
+/// `signal()` with the given flags, as glibc builds it.
+fn signal_with(sig: c_int, h: libc::sighandler_t, flags: c_int) -> libc::sighandler_t {
+    // SAFETY: zeroed sigactions are valid; fields set below.
+    let (mut act, mut old): (SigAction, SigAction) = unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+    act.sa_sigaction = h;
+    act.sa_flags = flags;
+    // SAFETY: a valid sigset.
+    unsafe { libc::sigemptyset(&mut act.sa_mask) };
+    if flags & libc::SA_NODEFER == 0 && valid(sig) {
+        // SAFETY: as above.
+        unsafe { libc::sigaddset(&mut act.sa_mask, sig) };
+    }
+    // SAFETY: valid pointers.
+    if unsafe { sigaction(sig, &act, &mut old) } != 0 {
+        return libc::SIG_ERR;
+    }
+    old.sa_sigaction
+}
+
+/// `signal(2)` (BSD semantics, like glibc: `SA_RESTART`). glibc's own
+/// `signal` reaches its internal `sigaction`, so it needs this hook.
+#[no_mangle]
+pub unsafe extern "C" fn signal(sig: c_int, h: libc::sighandler_t) -> libc::sighandler_t {
+    crate::real::guard("signal", || signal_with(sig, h, libc::SA_RESTART))
+}
+
+/// `bsd_signal(3)`: same as `signal`.
+#[no_mangle]
+pub unsafe extern "C" fn bsd_signal(sig: c_int, h: libc::sighandler_t) -> libc::sighandler_t {
+    crate::real::guard("bsd_signal", || signal_with(sig, h, libc::SA_RESTART))
+}
+
+/// `sysv_signal(3)`: one-shot, not deferred, not restarting.
+#[no_mangle]
+pub unsafe extern "C" fn sysv_signal(sig: c_int, h: libc::sighandler_t) -> libc::sighandler_t {
+    crate::real::guard("sysv_signal", || {
+        signal_with(sig, h, libc::SA_RESETHAND | libc::SA_NODEFER)
+    })
+}
+
+// ---------- recipients ----------
+
+/// Runs `f` (a wait) marked as interruptible by non-restarting handlers.
+pub(crate) fn interruptible<R>(f: impl FnOnce() -> R) -> R {
+    let me = Rc::as_ptr(&hub::current());
+    INTERRUPTIBLE.with(|v| v.borrow_mut().push(me));
+    let r = f();
+    INTERRUPTIBLE.with(|v| {
+        let mut v = v.borrow_mut();
+        if let Some(i) = v.iter().rposition(|&p| p == me) {
+            v.swap_remove(i);
+        }
+    });
+    r
+}
+
+fn mask_of(t: &hub::Task) -> u64 {
+    let root = root_mask();
+    if t.is_root() {
+        return root;
+    }
+    MASKS.with(|m| m.borrow().get(&t.id()).copied().unwrap_or(root))
+}
+
+/// The hub's end-of-turn hook: picks one recipient per noted signal.
+fn on_poll() {
+    let p = PENDING.swap(0, Ordering::SeqCst);
+    if p == 0 {
+        return;
+    }
+    let idle = IDLE.swap(0, Ordering::SeqCst);
+    for sig in 1..NSIG as c_int {
+        if p & bit(sig) != 0 {
+            deliver(sig, idle & bit(sig) != 0);
+        }
+    }
+}
+
+/// Picks the recipient of `sig` (see the module docs); `idle`: it arrived
+/// while the hub was in its loop rather than while a context ran.
+fn deliver(sig: c_int, idle: bool) {
+    let b = bit(sig);
+    let restart = FLAGS[sig as usize].load(Ordering::SeqCst) & libc::SA_RESTART != 0;
+    let waiter = WAITERS.with(|w| w.borrow().iter().find(|(_, m)| m & b == 0).map(|(t, _)| t.clone()));
+    if waiter.is_none() && !idle {
+        // The context that was running took it; it was in no blocking call.
+        return;
+    }
+    let target = waiter.or_else(|| {
+        let root = hub::current();
+        if root.is_root() && mask_of(&root) & b == 0 {
+            return Some(root);
+        }
+        let mut found = None;
+        hub::for_each_task(|t| {
+            if found.is_none() && mask_of(t) & b == 0 {
+                found = Some(t.clone());
+            }
+        });
+        found
+    });
+    let Some(t) = target else { return };
+    if t.state() != hub::State::Blocked {
+        return;
+    }
+    let interrupt = match t.waiting() {
+        hub::Waiting::Sleep => true,
+        hub::Waiting::Fd(..) => !restart,
+        hub::Waiting::Park(_) => !restart && INTERRUPTIBLE.with(|v| v.borrow().contains(&Rc::as_ptr(&t))),
+        _ => false,
+    };
+    if interrupt {
+        t.interrupt();
+    }
+}
+
+// ---------- masks ----------
+
+fn root_mask() -> u64 {
+    ROOT_MASK.with(|r| {
+        r.get().unwrap_or_else(|| {
+            // SAFETY: a zeroed sigset is a valid out buffer.
+            let mut cur: sigset_t = unsafe { std::mem::zeroed() };
+            // SAFETY: query only.
+            unsafe { next::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut cur) };
+            let m = set_to_bits(&cur);
+            r.set(Some(m));
+            m
+        })
+    })
+}
+
+/// Sets the real mask to what every live context blocks.
+fn apply_real_mask() {
+    let root = root_mask();
+    let mut live = Vec::new();
+    hub::for_each_task(|t| live.push(t.id()));
+    let all = MASKS.with(|m| {
+        let mut m = m.borrow_mut();
+        m.retain(|id, _| live.contains(id));
+        m.values().fold(root, |acc, &v| acc & v)
+    });
+    // SAFETY: a zeroed sigset is valid; bits_to_set initialises it.
+    let mut set: sigset_t = unsafe { std::mem::zeroed() };
+    bits_to_set(all, &mut set);
+    // SAFETY: a valid set.
+    unsafe { next::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut()) };
+}
+
+fn set_current_mask(m: u64) {
+    let cur = hub::current();
+    if cur.is_root() {
+        ROOT_MASK.with(|r| r.set(Some(m)));
+    } else {
+        MASKS.with(|x| x.borrow_mut().insert(cur.id(), m));
+    }
+    apply_real_mask();
+}
+
+fn virtual_masks() -> bool {
+    fibers_mode() && (hub::in_fiber() || hub::live_fibers() > 0 || ROOT_MASK.with(|r| r.get().is_some()))
+}
+
+/// The shared body of `pthread_sigmask`/`sigprocmask`: an errno value.
+fn change_mask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
+    let cur = mask_of(&hub::current());
+    // SAFETY: caller's contract: null or a valid set.
+    let new = match unsafe { set.as_ref() } {
+        None => cur,
+        Some(s) => {
+            let b = set_to_bits(s) & !UNBLOCKABLE;
+            match how {
+                libc::SIG_BLOCK => cur | b,
+                libc::SIG_UNBLOCK => cur & !b,
+                libc::SIG_SETMASK => b,
+                _ => return libc::EINVAL,
+            }
+        }
+    };
+    if !old.is_null() {
+        // SAFETY: caller's out pointer.
+        bits_to_set(cur, unsafe { &mut *old });
+    }
+    if new != cur {
+        hub::set_poll_hook(on_poll);
+        set_current_mask(new);
+    }
+    0
+}
+
+/// `pthread_sigmask(3)`: per fiber.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_sigmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
+    crate::real::guard("pthread_sigmask", || {
+        if !virtual_masks() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::pthread_sigmask(how, set, old) };
+        }
+        change_mask(how, set, old)
+    })
+}
+
+/// `sigprocmask(2)`: the calling fiber's mask (as in a threaded process).
+#[no_mangle]
+pub unsafe extern "C" fn sigprocmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
+    crate::real::guard("sigprocmask", || {
+        if !virtual_masks() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::sigprocmask(how, set, old) };
+        }
+        match change_mask(how, set, old) {
+            0 => 0,
+            e => errno::fail(e),
+        }
+    })
+}
+
+// ---------- waits ----------
+
+fn cooperative() -> bool {
+    fibers_mode() && crate::cooperative_context()
+}
+
+/// Suspends the calling context until it is chosen as a signal's recipient.
+fn wait_for_handler(mask: u64) {
+    let me = hub::current();
+    WAITERS.with(|w| w.borrow_mut().push((me.clone(), mask)));
+    hub::sleep_forever();
+    WAITERS.with(|w| w.borrow_mut().retain(|(t, _)| !Rc::ptr_eq(t, &me)));
+    crate::cancel_point();
+}
+
+/// `pause(2)`: suspends only the calling fiber.
+#[no_mangle]
+pub unsafe extern "C" fn pause() -> c_int {
+    crate::real::guard("pause", || {
+        if !cooperative() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::pause() };
+        }
+        hub::set_poll_hook(on_poll);
+        crate::cancel_point();
+        wait_for_handler(mask_of(&hub::current()));
+        errno::fail(libc::EINTR)
+    })
+}
+
+/// `sigsuspend(2)`: the fiber's mask is replaced while it waits.
+#[no_mangle]
+pub unsafe extern "C" fn sigsuspend(mask: *const sigset_t) -> c_int {
+    crate::real::guard("sigsuspend", || {
+        if !cooperative() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::sigsuspend(mask) };
+        }
+        // SAFETY: caller's contract.
+        let Some(m) = (unsafe { mask.as_ref() }) else {
+            return errno::fail(libc::EFAULT);
+        };
+        hub::set_poll_hook(on_poll);
+        crate::cancel_point();
+        let m = set_to_bits(m) & !UNBLOCKABLE;
+        let saved = mask_of(&hub::current());
+        let before = HANDLED.load(Ordering::SeqCst);
+        set_current_mask(m);
+        // A signal left pending and now unblocked ran its handler during
+        // that change: that is the one we were waiting for.
+        if HANDLED.load(Ordering::SeqCst) == before {
+            wait_for_handler(m);
+        }
+        set_current_mask(saved);
+        errno::fail(libc::EINTR)
+    })
+}
+
+/// A non-blocking signalfd over `set` (raw system call: not a managed fd).
+fn signalfd_of(set: *const sigset_t) -> Option<c_int> {
+    // SAFETY: raw syscall with a valid set pointer and its kernel size (8).
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_signalfd4,
+            -1,
+            set,
+            8usize,
+            libc::SFD_NONBLOCK | libc::SFD_CLOEXEC,
+        )
+    };
+    (fd >= 0).then_some(fd as c_int)
+}
+
+/// `sigtimedwait` on the hub; `ts` None waits forever. Returns the signal
+/// or -1 with errno.
+fn timed_wait(set: *const sigset_t, info: *mut siginfo_t, deadline: Option<Instant>) -> c_int {
+    crate::cancel_point();
+    let zero = timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut sfd = None;
+    let r = loop {
+        // SAFETY: the caller's set and info; a zero timeout never blocks.
+        let r = unsafe { next::sigtimedwait(set, info, &zero) };
+        if r > 0 || errno::get() != libc::EAGAIN {
+            break Ok(r);
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break Err(libc::EAGAIN);
+        }
+        if sfd.is_none() {
+            sfd = signalfd_of(set);
+        }
+        let Some(fd) = sfd else {
+            // No signalfd: poll gently.
+            if !hub::sleep_interruptible(Instant::now() + std::time::Duration::from_millis(5)) {
+                break Err(libc::EINTR);
+            }
+            continue;
+        };
+        match hub::wait_fd(fd, hub::Interest::Readable, deadline) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => break Err(libc::EINTR),
+            Err(_) => sfd = None,
+        }
+    };
+    let e = errno::get();
+    if let Some(fd) = sfd {
+        hub::forget_fd(fd);
+        // SAFETY: our own signalfd.
+        unsafe { libc::syscall(libc::SYS_close, fd) };
+    }
+    match r {
+        Ok(r) => {
+            errno::set(e);
+            r
+        }
+        Err(e) => {
+            crate::cancel_point();
+            errno::fail(e)
+        }
+    }
+}
+
+/// `sigtimedwait(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn sigtimedwait(set: *const sigset_t, info: *mut siginfo_t, ts: *const timespec) -> c_int {
+    crate::real::guard("sigtimedwait", || {
+        if !cooperative() || set.is_null() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::sigtimedwait(set, info, ts) };
+        }
+        // SAFETY: caller's contract.
+        let deadline = match unsafe { ts.as_ref() } {
+            None => None,
+            Some(t) => match crate::time::duration_of(t) {
+                Ok(d) => Instant::now().checked_add(d),
+                Err(e) => return errno::fail(e),
+            },
+        };
+        timed_wait(set, info, deadline)
+    })
+}
+
+/// `sigwaitinfo(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn sigwaitinfo(set: *const sigset_t, info: *mut siginfo_t) -> c_int {
+    crate::real::guard("sigwaitinfo", || {
+        if !cooperative() || set.is_null() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::sigwaitinfo(set, info) };
+        }
+        timed_wait(set, info, None)
+    })
+}
+
+/// `sigwait(3)`: returns an error number; never fails with EINTR.
+#[no_mangle]
+pub unsafe extern "C" fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int {
+    crate::real::guard("sigwait", || {
+        if !cooperative() || set.is_null() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::sigwait(set, sig) };
+        }
+        let saved = errno::get();
+        let r = loop {
+            let r = timed_wait(set, std::ptr::null_mut(), None);
+            if r > 0 {
+                if !sig.is_null() {
+                    // SAFETY: caller's out pointer.
+                    unsafe { *sig = r };
+                }
+                break 0;
+            }
+            let e = errno::get();
+            if e != libc::EINTR {
+                break e;
+            }
+        };
+        errno::set(saved);
+        r
+    })
+}
+
+/// In the child of `fork()`: only the calling context is left.
+pub(crate) fn after_fork_child() {
+    PENDING.store(0, Ordering::SeqCst);
+    IDLE.store(0, Ordering::SeqCst);
+    WAITERS.with(|w| std::mem::forget(std::mem::take(&mut *w.borrow_mut())));
+    INTERRUPTIBLE.with(|v| v.borrow_mut().clear());
+    if fibers_mode() && ROOT_MASK.with(|r| r.get().is_some()) {
+        let mine = mask_of(&hub::current());
+        let cur = hub::current();
+        MASKS.with(|m| m.borrow_mut().retain(|&id, _| id == cur.id()));
+        if !cur.is_root() {
+            // The root is gone in spirit: it must not widen or narrow the mask.
+            ROOT_MASK.with(|r| r.set(Some(mine)));
+        }
+        apply_real_mask();
+    }
+}

@@ -1,0 +1,307 @@
+/*
+ * proc_children: child processes from threads.
+ *
+ * usage: proc_children MODE
+ *   system       3 threads each run system("sleep 1"); time_ms= on stderr
+ *   popen        popen of a slow writer while a ticker thread ticks every
+ *                20 ms; lateness_ms=<worst tick lateness> on stderr
+ *   popen_fd     the same, reading with read(2) on fileno() (no stdio)
+ *   waitpid      a forked child sleeps 300 ms; a thread waits for it with
+ *                waitpid while a ticker ticks; also wait4 and waitid(P_PID)
+ *   waitany      wait(&st) / waitpid(-1) for a child that sleeps 200 ms,
+ *                while a ticker ticks
+ *   fork_exec    a thread forks; the child execs /bin/echo
+ *   fork_threads a thread forks; the child starts 3 threads that sleep
+ *                50 ms each and exits with their count as status
+ *   spawn        posix_spawn of /bin/echo, then waitpid
+ *   vfork        vfork + execl /bin/true, then waitpid
+ *
+ * stdout: deterministic facts only; exit 0 on success, 1 on a failed check.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+static void fail(const char *what)
+{
+    fprintf(stderr, "FAIL: %s\n", what);
+    exit(1);
+}
+
+/* ---------- ticker ---------- */
+
+static atomic_int tick_stop;
+static atomic_long tick_worst;
+static atomic_int tick_count;
+
+static void *ticker(void *arg)
+{
+    (void)arg;
+    long long next = now_ms() + 20;
+    while (!atomic_load(&tick_stop)) {
+        usleep(20000);
+        long long late = now_ms() - next;
+        if (late > atomic_load(&tick_worst))
+            atomic_store(&tick_worst, late);
+        atomic_fetch_add(&tick_count, 1);
+        next = now_ms() + 20;
+    }
+    return NULL;
+}
+
+static pthread_t start_ticker(void)
+{
+    pthread_t t;
+    atomic_store(&tick_stop, 0);
+    atomic_store(&tick_worst, 0);
+    atomic_store(&tick_count, 0);
+    pthread_create(&t, NULL, ticker, NULL);
+    return t;
+}
+
+static void stop_ticker(pthread_t t)
+{
+    atomic_store(&tick_stop, 1);
+    pthread_join(t, NULL);
+    fprintf(stderr, "lateness_ms=%ld ticks=%d\n", atomic_load(&tick_worst), atomic_load(&tick_count));
+}
+
+/* ---------- modes ---------- */
+
+static void *run_system(void *arg)
+{
+    (void)arg;
+    return (void *)(long)system("sleep 1");
+}
+
+static void mode_system(void)
+{
+    pthread_t t[3];
+    long long t0 = now_ms();
+    for (int i = 0; i < 3; i++)
+        pthread_create(&t[i], NULL, run_system, NULL);
+    for (int i = 0; i < 3; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        int st = (int)(long)r;
+        printf("system %d: exited=%d status=%d\n", i, WIFEXITED(st), WEXITSTATUS(st));
+    }
+    fprintf(stderr, "time_ms=%lld\n", now_ms() - t0);
+}
+
+static void mode_popen(void)
+{
+    pthread_t tk = start_ticker();
+    FILE *f = popen("sh -c 'for i in 1 2 3; do echo line $i; sleep 0.2; done'", "r");
+    if (!f)
+        fail("popen");
+    char buf[64];
+    while (fgets(buf, sizeof buf, f))
+        printf("read: %s", buf);
+    int st = pclose(f);
+    printf("pclose: exited=%d status=%d\n", WIFEXITED(st), WEXITSTATUS(st));
+    stop_ticker(tk);
+}
+
+/* The same through read(2) on the pipe's fd (no stdio). */
+static void mode_popen_fd(void)
+{
+    pthread_t tk = start_ticker();
+    FILE *f = popen("sh -c 'for i in 1 2 3; do echo line $i; sleep 0.2; done'", "r");
+    if (!f)
+        fail("popen");
+    char buf[256];
+    size_t len = 0;
+    ssize_t n;
+    while ((n = read(fileno(f), buf + len, sizeof buf - 1 - len)) > 0)
+        len += (size_t)n;
+    buf[len] = 0;
+    printf("read: %s", buf);
+    int st = pclose(f);
+    printf("pclose: exited=%d status=%d\n", WIFEXITED(st), WEXITSTATUS(st));
+    stop_ticker(tk);
+}
+
+static pid_t sleeper_child(int ms, int code)
+{
+    pid_t p = fork();
+    if (p < 0)
+        fail("fork");
+    if (p == 0) {
+        usleep(ms * 1000);
+        _exit(code);
+    }
+    return p;
+}
+
+static void mode_waitpid(void)
+{
+    pthread_t tk = start_ticker();
+    int st = 0;
+    long long t0 = now_ms();
+    pid_t p = sleeper_child(300, 7);
+    pid_t r = waitpid(p, &st, 0);
+    long long el = now_ms() - t0;
+    printf("waitpid: same_pid=%d exited=%d status=%d waited_enough=%d\n", r == p, WIFEXITED(st), WEXITSTATUS(st),
+           el >= 290);
+    p = sleeper_child(100, 3);
+    struct rusage ru;
+    r = wait4(p, &st, 0, &ru);
+    printf("wait4: same_pid=%d status=%d\n", r == p, WEXITSTATUS(st));
+    p = sleeper_child(100, 4);
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    int w = waitid(P_PID, (id_t)p, &si, WEXITED);
+    printf("waitid: rc=%d same_pid=%d code=%d status=%d\n", w, si.si_pid == p, si.si_code == CLD_EXITED, si.si_status);
+    r = waitpid(p, &st, WNOHANG);
+    printf("waitpid again: rc=%d errno=%s\n", (int)r, r < 0 && errno == ECHILD ? "ECHILD" : "?");
+    stop_ticker(tk);
+    if (atomic_load(&tick_count) < 10)
+        fail("ticker did not tick while waiting");
+}
+
+static void mode_waitany(void)
+{
+    pthread_t tk = start_ticker();
+    int st = 0;
+    pid_t p = sleeper_child(200, 5);
+    pid_t none = waitpid(-1, &st, WNOHANG);
+    printf("wnohang: rc=%d\n", (int)none);
+    pid_t r = wait(&st);
+    printf("wait: same_pid=%d status=%d\n", r == p, WEXITSTATUS(st));
+    p = sleeper_child(100, 6);
+    r = waitpid(0, &st, 0);
+    printf("waitpid(0): same_pid=%d status=%d\n", r == p, WEXITSTATUS(st));
+    stop_ticker(tk);
+    if (atomic_load(&tick_count) < 8)
+        fail("ticker did not tick while waiting");
+}
+
+static void *fork_exec_thread(void *arg)
+{
+    (void)arg;
+    fflush(stdout);
+    pid_t p = fork();
+    if (p == 0) {
+        execl("/bin/echo", "echo", "hello from the child", (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    pid_t r = waitpid(p, &st, 0);
+    printf("fork_exec: same_pid=%d status=%d\n", r == p, WEXITSTATUS(st));
+    return NULL;
+}
+
+static void *child_sleeper(void *arg)
+{
+    usleep(50000);
+    return arg;
+}
+
+static void *fork_threads_thread(void *arg)
+{
+    (void)arg;
+    fflush(stdout);
+    pid_t p = fork();
+    if (p == 0) {
+        pthread_t t[3];
+        long sum = 0;
+        long long t0 = now_ms();
+        for (long i = 0; i < 3; i++)
+            if (pthread_create(&t[i], NULL, child_sleeper, (void *)1))
+                _exit(100);
+        for (int i = 0; i < 3; i++) {
+            void *r;
+            pthread_join(t[i], &r);
+            sum += (long)r;
+        }
+        long long el = now_ms() - t0;
+        _exit(el < 1000 ? (int)sum : 99);
+    }
+    int st = 0;
+    pid_t r = waitpid(p, &st, 0);
+    printf("fork_threads: same_pid=%d exited=%d status=%d\n", r == p, WIFEXITED(st), WEXITSTATUS(st));
+    return NULL;
+}
+
+static void in_thread(void *(*f)(void *))
+{
+    pthread_t tk = start_ticker();
+    pthread_t t;
+    pthread_create(&t, NULL, f, NULL);
+    pthread_join(t, NULL);
+    stop_ticker(tk);
+}
+
+static void mode_spawn(void)
+{
+    pid_t p;
+    char *argv[] = { "echo", "spawned", NULL };
+    fflush(stdout);
+    int rc = posix_spawn(&p, "/bin/echo", NULL, NULL, argv, environ);
+    int st = 0;
+    pid_t r = waitpid(p, &st, 0);
+    printf("posix_spawn: rc=%d same_pid=%d status=%d\n", rc, r == p, WEXITSTATUS(st));
+}
+
+static void *vfork_thread(void *arg)
+{
+    (void)arg;
+    pid_t p = vfork();
+    if (p == 0) {
+        execl("/bin/true", "true", (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    pid_t r = waitpid(p, &st, 0);
+    printf("vfork: same_pid=%d status=%d\n", r == p, WEXITSTATUS(st));
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    alarm(30);
+    if (argc != 2)
+        fail("usage: proc_children MODE");
+    const char *m = argv[1];
+    if (!strcmp(m, "system"))
+        mode_system();
+    else if (!strcmp(m, "popen"))
+        mode_popen();
+    else if (!strcmp(m, "popen_fd"))
+        mode_popen_fd();
+    else if (!strcmp(m, "waitpid"))
+        mode_waitpid();
+    else if (!strcmp(m, "waitany"))
+        mode_waitany();
+    else if (!strcmp(m, "fork_exec"))
+        in_thread(fork_exec_thread);
+    else if (!strcmp(m, "fork_threads"))
+        in_thread(fork_threads_thread);
+    else if (!strcmp(m, "spawn"))
+        mode_spawn();
+    else if (!strcmp(m, "vfork"))
+        in_thread(vfork_thread);
+    else
+        fail("unknown mode");
+    fflush(stdout);
+    return 0;
+}

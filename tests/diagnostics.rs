@@ -1,0 +1,89 @@
+//! Diagnostics that name the culprit: the stall monitor, the deadlock report
+//! and the stats table, on C programs run under the preload.
+mod util;
+
+use util::{compile, run};
+
+fn stall_lines(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter(|l| l.starts_with("greenhook: stall")).collect()
+}
+
+#[test]
+fn the_stall_monitor_names_the_cpu_bound_fiber_once() {
+    let bin = compile("stall_demo");
+    let r = run(&bin, &["cpu", "600"], true, &[("GREENHOOK_STALL_MS", "50")]);
+    assert_eq!(r.stdout, "ok cpu\n", "{}", r.describe());
+    let lines = stall_lines(&r.stderr);
+    assert_eq!(lines.len(), 2, "one report and one end line: {}", r.stderr);
+    assert!(
+        lines[0].contains("fiber ") && lines[0].contains("'spin' has run"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        r.stderr.contains("busy_loop"),
+        "the backtrace shows the busy function: {}",
+        r.stderr
+    );
+    assert!(
+        lines[1].contains("stall over: fiber ") && lines[1].contains("'spin' held the hub for"),
+        "{}",
+        lines[1]
+    );
+}
+
+#[test]
+fn an_unhooked_blocking_syscall_is_named_not_interrupted() {
+    let bin = compile("stall_demo");
+    let r = run(&bin, &["raw", "400"], true, &[("GREENHOOK_STALL_MS", "50")]);
+    assert_eq!(r.stdout, "ok raw\n", "{}", r.describe());
+    let lines = stall_lines(&r.stderr);
+    assert_eq!(lines.len(), 2, "{}", r.stderr);
+    assert!(
+        lines[0].contains("system call 35"),
+        "nanosleep is syscall 35 on x86-64: {}",
+        lines[0]
+    );
+}
+
+#[test]
+fn a_hooked_sleep_is_not_a_stall() {
+    let bin = compile("stall_demo");
+    let r = run(&bin, &["hooked", "400"], true, &[("GREENHOOK_STALL_MS", "50")]);
+    assert_eq!(r.stdout, "ok hooked\n", "{}", r.describe());
+    assert!(stall_lines(&r.stderr).is_empty(), "{}", r.stderr);
+}
+
+#[test]
+fn the_monitor_is_off_by_default() {
+    let bin = compile("stall_demo");
+    let r = run(&bin, &["cpu", "200"], true, &[]);
+    assert!(stall_lines(&r.stderr).is_empty(), "{}", r.stderr);
+}
+
+#[test]
+fn a_deadlock_is_reported_with_every_fiber_and_exit_86() {
+    let bin = compile("deadlock");
+    let r = run(&bin, &[], true, &[]);
+    assert_eq!(r.code(), Some(86), "{}", r.describe());
+    assert!(r.stderr.contains("deadlock"), "{}", r.stderr);
+    assert!(r.stderr.contains("main (root) joins fiber"), "{}", r.stderr);
+    let held_by = r
+        .stderr
+        .lines()
+        .filter(|l| l.contains("waits on mutex") && l.contains("held by fiber"))
+        .count();
+    assert_eq!(held_by, 2, "both fibers say which mutex and who holds it: {}", r.stderr);
+}
+
+#[test]
+fn stats_at_exit_show_fibers_and_hooked_calls() {
+    let bin = compile("sleep_threads");
+    let r = run(&bin, &["100", "usleep", "10"], true, &[("GREENHOOK_STATS", "1")]);
+    assert_eq!(r.stdout, "ok 100\n", "{}", r.describe());
+    assert!(r.stderr.contains("greenhook stats"), "{}", r.stderr);
+    assert!(r.stderr.contains("spawned 100"), "{}", r.stderr);
+    assert!(r.stderr.contains("time 100"), "{}", r.stderr);
+    let r = run(&bin, &["10", "usleep", "10"], true, &[]);
+    assert!(!r.stderr.contains("greenhook stats"), "off by default: {}", r.stderr);
+}
