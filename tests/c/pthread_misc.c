@@ -30,15 +30,10 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+#define CHECK_CUSTOM_SPAWN
+#include "check.h"
 
 /* ---------- helpers ---------- */
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000LL + ts.tv_nsec / 1000000L;
-}
 
 static struct timespec deadline(clockid_t clk, long ms)
 {
@@ -51,27 +46,6 @@ static struct timespec deadline(clockid_t clk, long ms)
         ts.tv_nsec -= 1000000000L;
     }
     return ts;
-}
-
-static const char *en(int e)
-{
-    if (e == 0)
-        return "0";
-    const char *s = strerrorname_np(e);
-    return s ? s : "E?";
-}
-
-static const char *g_check = "?";
-
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "FAIL %s: ", g_check);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    exit(1);
 }
 
 #define EXPECT_EQ(what, got, want)                                                                  \
@@ -109,15 +83,6 @@ static pthread_t spawn_attr(void *(*fn)(void *), void *arg, pthread_attr_t *attr
 static pthread_t spawn(void *(*fn)(void *), void *arg)
 {
     return spawn_attr(fn, arg, NULL);
-}
-
-static void *join(pthread_t t)
-{
-    void *ret;
-    int rc = pthread_join(t, &ret);
-    if (rc != 0)
-        fail("pthread_join: %s", strerror(rc));
-    return ret;
 }
 
 static void msleep(long ms)
@@ -665,10 +630,7 @@ static void check_sched_yield(void)
 
 /* ---------- driver ---------- */
 
-static const struct {
-    const char *name;
-    void (*fn)(void);
-} checks[] = {
+static const struct check checks[] = {
     { "self_equal", check_self_equal },
     { "thread_name", check_thread_name },
     { "stack_attrs", check_stack_attrs },
@@ -684,29 +646,5 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-    alarm(20);
-    size_t n = sizeof checks / sizeof checks[0];
-    for (int a = 1; a < argc; a++) {
-        size_t i;
-        for (i = 0; i < n; i++)
-            if (!strcmp(argv[a], checks[i].name))
-                break;
-        if (i == n) {
-            fprintf(stderr, "unknown check %s\n", argv[a]);
-            return 1;
-        }
-    }
-    long long t0 = now_ms();
-    for (size_t i = 0; i < n; i++) {
-        int wanted = argc == 1;
-        for (int a = 1; a < argc; a++)
-            if (!strcmp(argv[a], checks[i].name))
-                wanted = 1;
-        if (!wanted)
-            continue;
-        g_check = checks[i].name;
-        checks[i].fn();
-    }
-    fprintf(stderr, "time_ms=%lld\n", now_ms() - t0);
-    return 0;
+    return run_checks(argc, argv, checks, sizeof checks / sizeof checks[0]);
 }

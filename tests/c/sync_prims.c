@@ -31,15 +31,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "check.h"
 
 /* ---------- helpers ---------- */
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000LL + ts.tv_nsec / 1000000L;
-}
 
 static struct timespec deadline(clockid_t clk, long ms)
 {
@@ -55,26 +49,6 @@ static struct timespec deadline(clockid_t clk, long ms)
 }
 
 /* name of an error number, "0" for success */
-static const char *en(int e)
-{
-    if (e == 0)
-        return "0";
-    const char *s = strerrorname_np(e);
-    return s ? s : "E?";
-}
-
-static const char *g_check = "?";
-
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "FAIL %s: ", g_check);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    exit(1);
-}
 
 #define EXPECT_EQ(what, got, want)                                                              \
     do {                                                                                        \
@@ -97,24 +71,6 @@ static void result(const char *fmt, ...)
     printf("\n");
     fflush(stdout);
     va_end(ap);
-}
-
-static pthread_t spawn(void *(*fn)(void *), void *arg)
-{
-    pthread_t t;
-    int rc = pthread_create(&t, NULL, fn, arg);
-    if (rc != 0)
-        fail("pthread_create: %s", strerror(rc));
-    return t;
-}
-
-static void *join(pthread_t t)
-{
-    void *ret;
-    int rc = pthread_join(t, &ret);
-    if (rc != 0)
-        fail("pthread_join: %s", strerror(rc));
-    return ret;
 }
 
 static void msleep(long ms)
@@ -1146,10 +1102,7 @@ static void check_spinlock(void)
 
 /* ---------- driver ---------- */
 
-static const struct {
-    const char *name;
-    void (*fn)(void);
-} checks[] = {
+static const struct check checks[] = {
     { "mutex_condvar", check_mutex_condvar },
     { "cond_broadcast", check_cond_broadcast },
     { "rwlock_shared", check_rwlock_shared },
@@ -1178,29 +1131,5 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-    alarm(20);
-    size_t n = sizeof checks / sizeof checks[0];
-    for (int a = 1; a < argc; a++) {
-        size_t i;
-        for (i = 0; i < n; i++)
-            if (!strcmp(argv[a], checks[i].name))
-                break;
-        if (i == n) {
-            fprintf(stderr, "unknown check %s\n", argv[a]);
-            return 1;
-        }
-    }
-    long long t0 = now_ms();
-    for (size_t i = 0; i < n; i++) {
-        int wanted = argc == 1;
-        for (int a = 1; a < argc; a++)
-            if (!strcmp(argv[a], checks[i].name))
-                wanted = 1;
-        if (!wanted)
-            continue;
-        g_check = checks[i].name;
-        checks[i].fn();
-    }
-    fprintf(stderr, "time_ms=%lld\n", now_ms() - t0);
-    return 0;
+    return run_checks(argc, argv, checks, sizeof checks / sizeof checks[0]);
 }
