@@ -18,10 +18,15 @@
 //!   a cooperative context. While waiting, a signal handler installed
 //!   without `SA_RESTART` ends the wait with `EINTR` (see [`crate::signal`]).
 //! - `system` runs on the offload pool: glibc's `system` waits for the shell
-//!   with its internal `waitpid`, which no hook sees. Consequence: glibc
-//!   blocks SIGCHLD only in the *worker* thread's mask, so the calling fiber
-//!   (and every other fiber) can still receive SIGCHLD for that shell while
-//!   the call runs, as in any multi-threaded program; ignoring SIGINT and
+//!   with its internal `waitpid`, which no hook sees. Workers block every
+//!   signal; for the call the worker takes the calling fiber's mask (glibc
+//!   hands the mask it finds to the shell). Consequences: glibc blocks
+//!   SIGCHLD only in the *worker* thread's mask, so the calling fiber (and
+//!   every other fiber) can still receive SIGCHLD for that shell while the
+//!   call runs, as in any multi-threaded program; a process-directed signal
+//!   that arrives meanwhile may run its handler on the worker thread (then
+//!   it interrupts no fiber's call, though `pause`/`sigsuspend` waiters are
+//!   still woken); ignoring SIGINT and
 //!   SIGQUIT is process-wide anyway (glibc counts concurrent callers and
 //!   restores the dispositions after the last one), so that part is
 //!   unchanged. At most `GREENHOOK_POOL_SIZE` calls run at once; more wait
@@ -54,7 +59,7 @@ use libc::{c_char, c_int, c_void, idtype_t, pid_t, rusage, siginfo_t};
 use crate::errno;
 
 mod next {
-    use libc::{c_char, c_int, c_void, idtype_t, id_t, pid_t, rusage, siginfo_t};
+    use libc::{c_char, c_int, c_void, id_t, idtype_t, pid_t, rusage, siginfo_t};
     crate::real::real! {
         fn waitpid(pid: pid_t, status: *mut c_int, options: c_int) -> pid_t;
         fn wait4(pid: pid_t, status: *mut c_int, options: c_int, ru: *mut rusage) -> pid_t;
@@ -116,7 +121,6 @@ fn wait_once(pidfd: Option<c_int>, backoff: &mut Duration) -> Result<(), c_int> 
         }
     };
     if interrupted {
-        crate::cancel_point();
         return Err(libc::EINTR);
     }
     Ok(())
@@ -149,7 +153,11 @@ fn wait_loop<R: From<i8>>(pidfd: Option<c_int>, owned: bool, mut try_once: impl 
             errno::set(e);
             r
         }
-        Err(e) => errno::fail(e),
+        Err(e) => {
+            // A pending cancellation acts here, after the pidfd is closed.
+            crate::cancel_point();
+            errno::fail(e)
+        }
     }
 }
 
@@ -254,9 +262,24 @@ pub unsafe extern "C" fn system(cmd: *const c_char) -> c_int {
         }
         crate::cancel_point();
         let cmd = cmd as usize;
-        // SAFETY: the caller's string stays valid: offload does not return
-        // before the call has finished.
-        offload(move || unsafe { next::system(cmd as *const c_char) })
+        let mask = crate::signal::current_mask();
+        offload(move || {
+            // Workers block every signal; glibc's `system` gives the shell
+            // the mask it finds, so lend it the caller's for the call.
+            // SAFETY: a zeroed sigset is a valid out buffer; both sets are
+            // valid; this is the worker's own mask.
+            let mut saved: libc::sigset_t = unsafe { std::mem::zeroed() };
+            // SAFETY: as above.
+            unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &mask, &mut saved) };
+            // SAFETY: the caller's string stays valid: offload does not
+            // return before the call has finished.
+            let r = unsafe { next::system(cmd as *const c_char) };
+            let e = errno::get();
+            // SAFETY: restores the worker's mask.
+            unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &saved, std::ptr::null_mut()) };
+            errno::set(e);
+            r
+        })
     })
 }
 

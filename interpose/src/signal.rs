@@ -18,7 +18,7 @@
 //!
 //! **Handlers.** `sigaction`/`signal` install a trampoline in front of the
 //! user's handler (same flags plus `SA_SIGINFO`) and report the user's
-//! action back. The trampoline calls the handler at once, and when the
+//! action back (fault signals such as SIGSEGV are installed unchanged). The trampoline calls the handler at once, and when the
 //! signal arrived while the hub was in its loop (no user code running), it
 //! notes the signal for the hub, which acts on it at the end of the loop
 //! turn (an interrupted `epoll_wait` ends the turn early).
@@ -74,9 +74,21 @@ mod next {
 }
 
 const NSIG: usize = 65;
+/// The flag glibc adds to every action it installs (x86-64 and AArch64).
+const SA_RESTORER: c_int = 0x0400_0000;
 /// Signals that cannot be blocked, and glibc's two internal ones (which its
 /// `pthread_sigmask` never blocks either).
 const UNBLOCKABLE: u64 = bit(libc::SIGKILL) | bit(libc::SIGSTOP) | bit(32) | bit(33);
+
+/// Faults, always directed at the context that caused them: their handlers
+/// are installed unchanged (no recipient to choose, and the stack overflow
+/// reporter chains to them directly).
+const SYNCHRONOUS: u64 = bit(libc::SIGSEGV)
+    | bit(libc::SIGBUS)
+    | bit(libc::SIGFPE)
+    | bit(libc::SIGILL)
+    | bit(libc::SIGTRAP)
+    | bit(libc::SIGSYS);
 
 const fn bit(sig: c_int) -> u64 {
     1u64 << (sig - 1)
@@ -197,7 +209,8 @@ unsafe fn install(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_i
     }
     if k.sa_sigaction == trampoline as *const () as usize {
         k.sa_sigaction = prev_h;
-        k.sa_flags = prev_f;
+        // glibc reports the SA_RESTORER it added; keep that as it would.
+        k.sa_flags = prev_f | (k.sa_flags & SA_RESTORER);
     }
     if !act.is_null() {
         let (h, f) = user.unwrap_or((0, 0));
@@ -215,7 +228,7 @@ unsafe fn install(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_i
 #[no_mangle]
 pub unsafe extern "C" fn sigaction(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int {
     crate::real::guard("sigaction", || {
-        if !fibers_mode() || !valid(sig) || sig == libc::SIGKILL || sig == libc::SIGSTOP {
+        if !fibers_mode() || !valid(sig) || bit(sig) & (UNBLOCKABLE | SYNCHRONOUS) != 0 {
             // SAFETY: forwarded unchanged.
             return unsafe { next::sigaction(sig, act, old) };
         }
@@ -325,19 +338,58 @@ fn deliver(sig: c_int, idle: bool) {
         });
         found
     });
-    let Some(t) = target else { return };
+    if let Some(t) = target {
+        interrupt_if_due(&t, restart);
+    }
+}
+
+/// Interrupts `t` if it is blocked in a call that a handler with these
+/// flags would end (see the module docs).
+fn interrupt_if_due(t: &Rc<hub::Task>, restart: bool) {
     if t.state() != hub::State::Blocked {
         return;
     }
     let interrupt = match t.waiting() {
         hub::Waiting::Sleep => true,
         hub::Waiting::Fd(..) => !restart,
-        hub::Waiting::Park(_) => !restart && INTERRUPTIBLE.with(|v| v.borrow().contains(&Rc::as_ptr(&t))),
+        hub::Waiting::Park(_) => !restart && INTERRUPTIBLE.with(|v| v.borrow().contains(&Rc::as_ptr(t))),
         _ => false,
     };
     if interrupt {
         t.interrupt();
     }
+}
+
+/// `pthread_kill(t, sig)` for a fiber `t` of this hub (for `thread.rs`'s
+/// hook): the kernel runs the handler (or the default action) on our one
+/// OS thread at once, and then `t` is treated as the recipient: woken from
+/// `pause`/`sigsuspend`, or interrupted as the handler's flags say. As well
+/// as N:1 allows: the handler runs on the sender's stack, before the target
+/// runs again, even if the target's mask blocks the signal (then the target
+/// is not interrupted); a signal every context blocks stays pending in the
+/// kernel and goes to whoever unblocks it first. Returns an error number.
+pub(crate) fn kill_fiber(t: &Rc<hub::Task>, sig: c_int) -> c_int {
+    if !valid(sig) {
+        return libc::EINVAL;
+    }
+    hub::set_poll_hook(on_poll);
+    let before = HANDLED.load(Ordering::SeqCst);
+    // SAFETY: plain integer arguments; signals our own OS thread.
+    let r = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), libc::gettid(), sig) };
+    if r != 0 {
+        return errno::get();
+    }
+    if HANDLED.load(Ordering::SeqCst) != before {
+        // Ran now, for `t`: nobody else is its recipient.
+        PENDING.fetch_and(!bit(sig), Ordering::SeqCst);
+        IDLE.fetch_and(!bit(sig), Ordering::SeqCst);
+        let is_current = Rc::ptr_eq(t, &hub::current());
+        if !is_current && mask_of(t) & bit(sig) == 0 {
+            let restart = FLAGS[sig as usize].load(Ordering::SeqCst) & libc::SA_RESTART != 0;
+            interrupt_if_due(t, restart);
+        }
+    }
+    0
 }
 
 // ---------- masks ----------
@@ -371,6 +423,19 @@ fn apply_real_mask() {
     bits_to_set(all, &mut set);
     // SAFETY: a valid set.
     unsafe { next::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut()) };
+}
+
+/// The calling context's signal mask (virtual when masks are per fiber).
+pub(crate) fn current_mask() -> sigset_t {
+    // SAFETY: a zeroed sigset is a valid out buffer.
+    let mut set: sigset_t = unsafe { std::mem::zeroed() };
+    if virtual_masks() {
+        bits_to_set(mask_of(&hub::current()), &mut set);
+    } else {
+        // SAFETY: query only.
+        unsafe { next::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut set) };
+    }
+    set
 }
 
 fn set_current_mask(m: u64) {

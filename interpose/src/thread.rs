@@ -642,12 +642,11 @@ pub unsafe extern "C" fn pthread_getattr_np(t: pthread_t, a: *mut pthread_attr_t
 #[no_mangle]
 pub unsafe extern "C" fn pthread_kill(t: pthread_t, sig: c_int) -> c_int {
     crate::real::guard("pthread_kill", || match lookup(t) {
-        Some(_) if fibers_mode() => {
+        Some(rec) if fibers_mode() => {
             if sig == 0 {
                 0
             } else {
-                // SAFETY: signalling our own OS thread.
-                unsafe { next::pthread_kill(next::pthread_self(), sig) }
+                crate::signal::kill_fiber(&task_of(&rec), sig)
             }
         }
         // SAFETY: pass-through.

@@ -13,6 +13,10 @@
  *   fork_exec    a thread forks; the child execs /bin/echo
  *   fork_threads a thread forks; the child starts 3 threads that sleep
  *                50 ms each and exits with their count as status
+ *   fork_returns a thread forks; in the child that thread starts and joins
+ *                a thread, then returns (the child's last thread: exit 0)
+ *   fork_root    main forks while a ticker runs; the child starts threads,
+ *                runs system("exit 5") and pause()s until alarm(1)
  *   spawn        posix_spawn of /bin/echo, then waitpid
  *   vfork        vfork + execl /bin/true, then waitpid
  *
@@ -21,6 +25,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -242,6 +247,60 @@ static void *fork_threads_thread(void *arg)
     return NULL;
 }
 
+/* The child's only thread (a thread of the parent) returns: exit(0). */
+static void *fork_returns_thread(void *arg)
+{
+    (void)arg;
+    fflush(stdout);
+    pid_t p = fork();
+    if (p == 0) {
+        pthread_t t;
+        pthread_create(&t, NULL, child_sleeper, NULL);
+        pthread_join(t, NULL);
+        return NULL;
+    }
+    int st = 0;
+    pid_t r = waitpid(p, &st, 0);
+    printf("fork_returns: same_pid=%d exited=%d status=%d\n", r == p, WIFEXITED(st), WEXITSTATUS(st));
+    return NULL;
+}
+
+static void child_alarm(int sig)
+{
+    (void)sig;
+}
+
+/* main forks while a ticker thread runs; the child starts threads, runs
+ * system() and pause()s until alarm(1). */
+static void mode_fork_root(void)
+{
+    pthread_t tk = start_ticker();
+    usleep(50000);
+    fflush(stdout);
+    pid_t p = fork();
+    if (p == 0) {
+        pthread_t a, b;
+        void *ra, *rb;
+        pthread_create(&a, NULL, child_sleeper, (void *)1);
+        pthread_create(&b, NULL, child_sleeper, (void *)2);
+        pthread_join(a, &ra);
+        pthread_join(b, &rb);
+        int rc = system("exit 5");
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = child_alarm;
+        sigaction(SIGALRM, &sa, NULL);
+        alarm(1);
+        int r = pause();
+        int intr = r == -1 && errno == EINTR;
+        _exit((int)(long)ra + (int)(long)rb + WEXITSTATUS(rc) + (intr ? 10 : 0));
+    }
+    int st = 0;
+    pid_t r = waitpid(p, &st, 0);
+    stop_ticker(tk);
+    printf("fork_root: same_pid=%d exited=%d status=%d\n", r == p, WIFEXITED(st), WEXITSTATUS(st));
+}
+
 static void in_thread(void *(*f)(void *))
 {
     pthread_t tk = start_ticker();
@@ -296,6 +355,10 @@ int main(int argc, char **argv)
         in_thread(fork_exec_thread);
     else if (!strcmp(m, "fork_threads"))
         in_thread(fork_threads_thread);
+    else if (!strcmp(m, "fork_returns"))
+        in_thread(fork_returns_thread);
+    else if (!strcmp(m, "fork_root"))
+        mode_fork_root();
     else if (!strcmp(m, "spawn"))
         mode_spawn();
     else if (!strcmp(m, "vfork"))

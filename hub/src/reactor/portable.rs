@@ -4,25 +4,43 @@
 
 use std::io;
 use std::os::fd::{BorrowedFd, RawFd};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use polling::{Event, Events, PollMode, Poller};
 
+/// The current poller. A forked child gets a new one (the inherited one
+/// shares its kernel object with the parent); pollers are leaked rather
+/// than freed, so a notifier on another thread can never see a dangling
+/// one. At most one leaks per fork.
+struct Current(AtomicPtr<Poller>);
+
+impl Current {
+    fn new(p: Poller) -> Current {
+        Current(AtomicPtr::new(Box::into_raw(Box::new(p))))
+    }
+
+    fn get(&self) -> &Poller {
+        // SAFETY: always a leaked, never-freed Box<Poller> (see above).
+        unsafe { &*self.0.load(Ordering::Acquire) }
+    }
+}
+
 pub(crate) struct Reactor {
-    poller: Arc<Poller>,
+    poller: Arc<Current>,
     events: std::cell::RefCell<Events>,
 }
 
 /// Cross-thread wake-up through `Poller::notify`.
 #[derive(Clone)]
 pub(crate) struct Notifier {
-    poller: Arc<Poller>,
+    poller: Arc<Current>,
 }
 
 impl Notifier {
     pub(crate) fn notify(&self) {
-        let _ = self.poller.notify();
+        let _ = self.poller.get().notify();
     }
 }
 
@@ -35,15 +53,18 @@ fn borrowed(fd: RawFd) -> BorrowedFd<'static> {
 impl Reactor {
     pub(crate) fn new() -> io::Result<Reactor> {
         Ok(Reactor {
-            poller: Arc::new(Poller::new()?),
+            poller: Arc::new(Current::new(Poller::new()?)),
             events: std::cell::RefCell::new(Events::new()),
         })
     }
 
-    /// In a forked child: not supported on this backend (a kqueue is not
-    /// inherited by the child at all).
+    /// In a forked child: a fresh poller, so that the child never touches
+    /// the parent's kernel object (an epoll set is shared across fork; a
+    /// kqueue is not inherited at all). Registrations start over.
     pub(crate) fn reset_after_fork(&self) -> io::Result<()> {
-        Err(io::ErrorKind::Unsupported.into())
+        let fresh = Box::into_raw(Box::new(Poller::new()?));
+        self.poller.0.store(fresh, Ordering::Release);
+        Ok(())
     }
 
     pub(crate) fn notifier(&self) -> Notifier {
@@ -55,7 +76,11 @@ impl Reactor {
     pub(crate) fn register(&self, fd: RawFd) -> io::Result<()> {
         // SAFETY: the hub deregisters every fd before it is closed
         // (Hub::forget_fd is called by the close hooks), as `add` requires.
-        let r = unsafe { self.poller.add_with_mode(fd, Event::all(fd as usize), PollMode::Edge) };
+        let r = unsafe {
+            self.poller
+                .get()
+                .add_with_mode(fd, Event::all(fd as usize), PollMode::Edge)
+        };
         match r {
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(()),
             r => r,
@@ -63,13 +88,13 @@ impl Reactor {
     }
 
     pub(crate) fn deregister(&self, fd: RawFd) {
-        let _ = self.poller.delete(borrowed(fd));
+        let _ = self.poller.get().delete(borrowed(fd));
     }
 
     pub(crate) fn wait(&self, timeout: Option<Duration>, out: &mut Vec<(RawFd, bool, bool)>) -> io::Result<()> {
         let mut events = self.events.borrow_mut();
         events.clear();
-        match self.poller.wait(&mut events, timeout) {
+        match self.poller.get().wait(&mut events, timeout) {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
             Err(e) => return Err(e),
