@@ -163,6 +163,16 @@ pub fn set_known(fd: i32, nonblock: bool, regular_file: bool) {
     }
 }
 
+/// Turns a managed fd (and every dup of its description) into a known
+/// foreign blocking fd: the caller has just cleared `O_NONBLOCK` underneath
+/// (stdio took it over). Socket timeouts are kept.
+pub fn unmanage(fd: i32) {
+    for_description(fd, |e| {
+        let f = e.flags.load(Ordering::Relaxed);
+        e.flags.store(KNOWN | (f & (USER_NONBLOCK | SOCKET)), Ordering::Relaxed);
+    });
+}
+
 /// Whether `fd` was seen to be a regular file.
 #[inline]
 pub fn is_regular_file(fd: i32) -> bool {

@@ -27,6 +27,7 @@
 pub mod fdtable;
 pub(crate) mod real;
 
+pub mod dns;
 pub mod fd;
 pub mod file;
 pub mod futex;
@@ -34,6 +35,7 @@ pub mod io;
 pub mod poll;
 pub mod process;
 pub mod signal;
+pub mod stdio;
 pub mod sync;
 pub mod thread;
 pub mod time;
