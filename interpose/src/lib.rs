@@ -27,17 +27,37 @@
 pub mod fdtable;
 pub(crate) mod real;
 
+// The platform split: the hooks below are written against Linux and glibc
+// (epoll, pidfd, signalfd, preadv2, glibc's FILE and pthread layouts, and
+// variadic arguments passed in registers). On macOS the same hooks would be
+// exported through a `__DATA,__interpose` section for
+// DYLD_INSERT_LIBRARIES, under names distinct from libc's, with Apple's
+// arm64 variadic convention (arguments on the stack) for fcntl/ioctl/
+// syscall/scanf: not written yet, and nothing here can build or run macOS.
+// Elsewhere `patch_all` is a no-op and the Rust fiber API works unpatched.
+#[cfg(target_os = "linux")]
 pub mod dns;
+#[cfg(target_os = "linux")]
 pub mod fd;
+#[cfg(target_os = "linux")]
 pub mod file;
+#[cfg(target_os = "linux")]
 pub mod futex;
+#[cfg(target_os = "linux")]
 pub mod io;
+#[cfg(target_os = "linux")]
 pub mod poll;
+#[cfg(target_os = "linux")]
 pub mod process;
+#[cfg(target_os = "linux")]
 pub mod signal;
+#[cfg(target_os = "linux")]
 pub mod stdio;
+#[cfg(target_os = "linux")]
 pub mod sync;
+#[cfg(target_os = "linux")]
 pub mod thread;
+#[cfg(target_os = "linux")]
 pub mod time;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -57,8 +77,11 @@ pub fn patch_all() {
 /// What both ways in (preload, patch_all) set up before patching.
 fn setup() {
     real::init_stats();
-    hub::internal::set_name_provider(thread::name_for_monitor);
-    hub::internal::set_user_namer(thread::name_of);
+    #[cfg(target_os = "linux")]
+    {
+        hub::internal::set_name_provider(thread::name_for_monitor);
+        hub::internal::set_user_namer(thread::name_of);
+    }
 }
 
 /// Whether the hooks are active.
@@ -95,6 +118,7 @@ pub(crate) fn cooperative_context() -> bool {
 /// `pthread_cancel` is pending and enabled.
 #[inline]
 pub(crate) fn cancel_point() {
+    #[cfg(target_os = "linux")]
     thread::testcancel()
 }
 
