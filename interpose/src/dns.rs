@@ -57,21 +57,9 @@ extern "C" {
     fn __h_errno_location() -> *mut c_int;
 }
 
-/// Whether a lookup here should go to the offload pool.
-#[inline]
-fn offloading() -> bool {
-    crate::active() && crate::cooperative_context()
-}
+use crate::cooperative as offloading;
 
-/// Runs a lookup on the offload pool, carrying its errno back (set last).
-fn offload<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    let (r, e) = hub::offload(move || {
-        let r = f();
-        (r, errno::get())
-    });
-    errno::set(e);
-    r
-}
+use crate::offload;
 
 /// [`offload`] for the `gethostby*` family: `h_errno` comes back too.
 fn offload_h<R: Send>(f: impl FnOnce() -> R + Send) -> R {

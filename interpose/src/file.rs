@@ -38,18 +38,10 @@ mod next {
 /// Whether `fd` is a regular file used where fibers could run meanwhile.
 #[inline]
 pub(crate) fn offloadable(fd: c_int) -> bool {
-    crate::active() && crate::cooperative_context() && crate::fdtable::is_regular_file(fd)
+    crate::cooperative() && crate::fdtable::is_regular_file(fd)
 }
 
-/// Runs a blocking call on the offload pool, carrying its errno back.
-fn offload<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    let (r, e) = hub::offload(move || {
-        let r = f();
-        (r, errno::get())
-    });
-    errno::set(e);
-    r
-}
+use crate::offload;
 
 /// A read of a regular file at `off` (-1: the file offset, which the read
 /// advances): from the page cache if it can be had without blocking, else on
@@ -105,7 +97,7 @@ macro_rules! offloaded {
         #[no_mangle]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
             crate::real::guard(stringify!($name), || {
-                if !(crate::active() && crate::cooperative_context()) {
+                if !crate::cooperative() {
                     // SAFETY: forwarded unchanged.
                     return unsafe { next::$name($($arg),*) };
                 }

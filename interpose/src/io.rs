@@ -47,7 +47,7 @@ mod next {
 
 /// How a call on an fd is handled.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Path {
+pub(crate) enum Path {
     /// Straight to the real call.
     Pass,
     /// Managed: non-blocking underneath; try, wait on EAGAIN, retry.
@@ -63,7 +63,7 @@ enum Path {
 }
 
 #[inline]
-fn path(fd: c_int) -> Path {
+pub(crate) fn path(fd: c_int) -> Path {
     if !crate::active() {
         return Path::Pass;
     }

@@ -122,6 +122,26 @@ pub(crate) fn cancel_point() {
     thread::testcancel()
 }
 
+/// Whether a blocking call here should cooperate: patched, not greenhook
+/// machinery, and fibers could run meanwhile.
+#[inline]
+pub(crate) fn cooperative() -> bool {
+    active() && cooperative_context()
+}
+
+/// Runs a blocking libc call on the hub's offload pool while the caller
+/// waits, and carries the worker's errno back (set last, as every hook
+/// does). The call may borrow the caller's memory: offload does not return
+/// before it has finished.
+pub(crate) fn offload<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    let (r, e) = hub::offload(move || {
+        let r = f();
+        (r, errno::get())
+    });
+    errno::set(e);
+    r
+}
+
 /// Load-time setup: patch when we are `libgreenhook.so` in LD_PRELOAD.
 #[ctor::ctor(unsafe)]
 fn init() {

@@ -30,10 +30,7 @@ mod next {
     }
 }
 
-#[inline]
-fn cooperative() -> bool {
-    crate::active() && crate::cooperative_context()
-}
+use crate::cooperative;
 
 enum Waited {
     /// Something may be ready: ask the kernel again.

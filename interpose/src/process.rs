@@ -77,20 +77,9 @@ extern "C" {
 /// `P_PIDFD` (Linux 5.4): `id` is a pidfd.
 const P_PIDFD: idtype_t = 3;
 
-#[inline]
-fn cooperative() -> bool {
-    crate::active() && crate::cooperative_context()
-}
+use crate::cooperative;
 
-/// Runs a blocking call on the offload pool, carrying its errno back.
-fn offload<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    let (r, e) = hub::offload(move || {
-        let r = f();
-        (r, errno::get())
-    });
-    errno::set(e);
-    r
-}
+use crate::offload;
 
 /// A pidfd for `pid`, or None (no such process, or an old kernel).
 fn pidfd_open(pid: pid_t) -> Option<c_int> {

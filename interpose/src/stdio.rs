@@ -153,49 +153,15 @@ fn fd_of(f: *mut FILE) -> c_int {
     unsafe { libc::fileno(f) }
 }
 
-/// Classifies the fd of `f`, like `io.rs` classifies fds.
+/// Classifies the fd of `f` with the same rules as the fd hooks
+/// ([`crate::io::path`]); regular files pass straight through (their reads
+/// never wait for readiness).
 fn kind(f: *mut FILE) -> Kind {
-    if !crate::active() {
-        return Kind::Pass;
+    match crate::io::path(fd_of(f)) {
+        crate::io::Path::Managed => Kind::Managed,
+        crate::io::Path::Polled => Kind::Polled,
+        crate::io::Path::Pass | crate::io::Path::File => Kind::Pass,
     }
-    let fd = fd_of(f);
-    if fd < 0 {
-        return Kind::Pass;
-    }
-    let fl = fdtable::flags(fd);
-    if fl & fdtable::MANAGED != 0 {
-        return if fl & fdtable::USER_NONBLOCK == 0 {
-            Kind::Managed
-        } else {
-            Kind::Pass
-        };
-    }
-    if !crate::cooperative_context() {
-        return Kind::Pass;
-    }
-    let fl = if fl & fdtable::KNOWN == 0 { examine(fd) } else { fl };
-    if fl & fdtable::KNOWN == 0 || fl & (fdtable::USER_NONBLOCK | fdtable::FILE) != 0 {
-        Kind::Pass
-    } else {
-        Kind::Polled
-    }
-}
-
-/// First cooperative use of a foreign fd: records whether it is
-/// non-blocking and whether it is a regular file.
-#[cold]
-fn examine(fd: c_int) -> u32 {
-    // SAFETY: F_GETFL only reads the status flags.
-    let fl = unsafe { next::fcntl(fd, libc::F_GETFL, 0) };
-    if fl < 0 {
-        return 0;
-    }
-    // SAFETY: an all-zero stat is a valid out buffer.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fstat writes into `st`.
-    let regular = unsafe { libc::fstat(fd, &mut st) } == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG;
-    fdtable::set_known(fd, fl & libc::O_NONBLOCK != 0, regular);
-    fdtable::flags(fd)
 }
 
 /// The FILE's leading fields.
@@ -604,12 +570,7 @@ fn scan(f: *mut FILE, op: impl FnOnce() -> c_int) -> c_int {
     // FILE lock is the worker's. The caller's pointers (format, va_list,
     // destinations) stay valid: offload cannot return before the call ends.
     let op = AssertSend(op);
-    let (r, e) = hub::offload(move || {
-        let r = op.call();
-        (r, errno::get())
-    });
-    errno::set(e);
-    r
+    crate::offload(move || op.call())
 }
 
 /// Lets a closure over the caller's raw pointers run on an offload worker.

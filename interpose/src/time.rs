@@ -23,10 +23,7 @@ mod next {
     }
 }
 
-#[inline]
-fn cooperative() -> bool {
-    crate::active() && crate::cooperative_context()
-}
+use crate::cooperative;
 
 /// A valid timespec as a duration; `EINVAL` for out-of-range fields.
 pub(crate) fn duration_of(ts: &timespec) -> Result<Duration, c_int> {
