@@ -120,3 +120,15 @@ fn signal_masks_are_per_thread() {
 fn pthread_kill_reaches_the_target_thread() {
     differential("sig_fibers", &["pthread_kill"]);
 }
+
+/// Regression: a pipe created under the shim is non-blocking underneath; a
+/// child exec'd with it as stdout (fork + dup2 + execlp, or posix_spawn with
+/// a dup2 action) inherited that, met EAGAIN on a full pipe and lost output
+/// ("echo: I/O error", 17,814 of 20,000 lines arrived).
+#[test]
+fn a_child_execd_on_a_pipe_loses_no_output() {
+    for how in ["fork", "spawn"] {
+        let (_, patched) = differential("proc_exec_pipe", &["20000", how]);
+        assert!(patched.stdout.starts_with("lines=20000 "), "{how}: {}", patched.stdout);
+    }
+}

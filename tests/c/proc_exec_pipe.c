@@ -1,0 +1,75 @@
+/*
+ * proc_exec_pipe: a child exec'd with a pipe as its stdout writes more than
+ * the pipe holds while the parent drains it slowly. The pipe is created by
+ * the parent with pipe(); under greenhook such a pipe is non-blocking
+ * underneath, and a child that inherited that as its stdout would see EAGAIN
+ * from its own writes and lose output. Nothing may be lost.
+ *
+ * usage: proc_exec_pipe [LINES] [fork|spawn]   (default 20000, about 250 KB;
+ *        fork: fork + dup2 + execlp, spawn: posix_spawnp with a dup2 action)
+ * stdout: "lines=<n> last=<last line>" and the child's exit status.
+ */
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+    const char *lines = argc > 1 ? argv[1] : "20000";
+    int p[2];
+    if (pipe(p) != 0) {
+        perror("pipe");
+        return 1;
+    }
+    char script[128];
+    snprintf(script, sizeof script, "i=1; while [ $i -le %s ]; do echo line $i; i=$((i+1)); done", lines);
+    pid_t pid;
+    if (argc > 2 && !strcmp(argv[2], "spawn")) {
+        extern char **environ;
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
+        posix_spawn_file_actions_addclose(&fa, p[0]);
+        posix_spawn_file_actions_addclose(&fa, p[1]);
+        char *args[] = { "sh", "-c", script, NULL };
+        if (posix_spawnp(&pid, "sh", &fa, NULL, args, environ) != 0) {
+            perror("posix_spawnp");
+            return 1;
+        }
+        posix_spawn_file_actions_destroy(&fa);
+    } else {
+        pid = fork();
+        if (pid == 0) {
+            dup2(p[1], STDOUT_FILENO);
+            close(p[0]);
+            close(p[1]);
+            execlp("sh", "sh", "-c", script, (char *)NULL);
+            _exit(127);
+        }
+    }
+    close(p[1]);
+    char buf[512], last[64] = "";
+    long n = 0, len = 0;
+    char cur[64];
+    ssize_t r;
+    while ((r = read(p[0], buf, sizeof buf)) > 0) {
+        for (ssize_t i = 0; i < r; i++) {
+            if (buf[i] == '\n') {
+                cur[len] = 0;
+                strcpy(last, cur);
+                n++;
+                len = 0;
+            } else if (len < 63) {
+                cur[len++] = buf[i];
+            }
+        }
+        usleep(200); /* drain slowly so the pipe fills up */
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    printf("lines=%ld last=%s status=%d\n", n, last, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    return 0;
+}
