@@ -98,3 +98,35 @@ fn reused_fd_numbers_still_get_readiness() {
         // reuses the numbers.
     }
 }
+
+/// close_range() closes fds without the close hook: it must drop the hub's
+/// registrations too, or a reused fd number never reports readiness.
+#[test]
+fn close_range_drops_registrations() {
+    for round in 0..3u8 {
+        let mut sv = [0i32; 2];
+        let ty = libc::SOCK_STREAM | libc::SOCK_NONBLOCK;
+        // SAFETY: a valid out array of two ints.
+        let r = unsafe { libc::socketpair(libc::AF_UNIX, ty, 0, sv.as_mut_ptr()) };
+        assert_eq!(r, 0);
+        let (a, b) = (sv[0], sv[1]);
+        let reader = greenhook::spawn(move || {
+            let mut c = 0u8;
+            loop {
+                // SAFETY: reading one byte into a local.
+                let n = unsafe { libc::read(b, (&raw mut c).cast(), 1) };
+                if n == 1 {
+                    return c;
+                }
+                greenhook::io::wait_readable(b, Some(std::time::Duration::from_secs(10))).unwrap();
+            }
+        });
+        greenhook::yield_now(); // registers b and waits
+                                // SAFETY: writing one byte from a local.
+        assert_eq!(unsafe { libc::write(a, (&raw const round).cast(), 1) }, 1);
+        assert_eq!(reader.join().unwrap(), round);
+        let (lo, hi) = (a.min(b) as libc::c_uint, a.max(b) as libc::c_uint);
+        // SAFETY: closes exactly the two fds this round created.
+        assert_eq!(unsafe { libc::close_range(lo, hi, 0) }, 0);
+    }
+}

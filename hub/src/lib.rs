@@ -913,6 +913,14 @@ pub fn forget_fd(fd: RawFd) {
     }
 }
 
+/// One past the highest fd this thread's hub has a slot for (0 without a
+/// hub): bulk closes need not look further.
+pub fn registered_high() -> usize {
+    let p = HUB.with(|h| h.get());
+    // SAFETY: see Hub::get.
+    unsafe { p.as_ref() }.map_or(0, |h| h.fds.borrow().len())
+}
+
 /// How a [`park`] ended.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Park {

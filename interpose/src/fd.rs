@@ -28,6 +28,8 @@ mod next {
         fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int;
         fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int;
         fn close(fd: c_int) -> c_int;
+        fn close_range(first: libc::c_uint, last: libc::c_uint, flags: c_int) -> c_int;
+        fn closefrom(low: c_int) -> ();
         fn setsockopt(fd: c_int, level: c_int, name: c_int, val: *const c_void, len: socklen_t) -> c_int;
         fn eventfd(initval: libc::c_uint, flags: c_int) -> c_int;
         fn timerfd_create(clock: libc::clockid_t, flags: c_int) -> c_int;
@@ -403,5 +405,43 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         }
         // SAFETY: forwarded unchanged.
         unsafe { next::close(fd) }
+    })
+}
+
+/// Forgets every fd in `[first, last]` that greenhook knows of (the hub's
+/// registrations and the fd table), before a bulk close.
+fn forget_range(first: libc::c_uint, last: libc::c_uint) {
+    let high = fdtable::high().max(hub::registered_high());
+    let last = (last as usize).min(high.saturating_sub(1));
+    for fd in first as usize..=last {
+        hub::forget_fd(fd as c_int);
+        if crate::is_patched() {
+            fdtable::forget(fd as c_int);
+        }
+    }
+}
+
+/// `close_range(2)`: like `close` for each fd of the range (unless it only
+/// sets close-on-exec).
+#[no_mangle]
+pub unsafe extern "C" fn close_range(first: libc::c_uint, last: libc::c_uint, flags: c_int) -> c_int {
+    crate::real::guard("close_range", || {
+        if flags as libc::c_uint & libc::CLOSE_RANGE_CLOEXEC == 0 && first <= last {
+            forget_range(first, last);
+        }
+        // SAFETY: forwarded unchanged.
+        unsafe { next::close_range(first, last, flags) }
+    })
+}
+
+/// `closefrom(3)` (glibc 2.34+): like `close` for every fd from `low` on.
+#[no_mangle]
+pub unsafe extern "C" fn closefrom(low: c_int) {
+    crate::real::guard("closefrom", || {
+        if low >= 0 {
+            forget_range(low as libc::c_uint, libc::c_uint::MAX);
+        }
+        // SAFETY: forwarded unchanged.
+        unsafe { next::closefrom(low) }
     })
 }

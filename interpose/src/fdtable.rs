@@ -173,6 +173,11 @@ pub fn unmanage(fd: i32) {
     });
 }
 
+/// One past the highest fd ever recorded.
+pub fn high() -> usize {
+    HIGH.load(Ordering::Relaxed) as usize
+}
+
 /// Whether `fd` was seen to be a regular file.
 #[inline]
 pub fn is_regular_file(fd: i32) -> bool {
