@@ -64,9 +64,13 @@ pub(crate) enum Path {
 
 #[inline]
 pub(crate) fn path(fd: c_int) -> Path {
-    if !crate::active() {
+    if !crate::is_patched() {
         return Path::Pass;
     }
+    // Managed first, without the machinery check (a thread-local read, which
+    // in a shared library costs a __tls_get_addr call): a greenhook worker
+    // that touches a managed fd is not in a cooperative context, so it waits
+    // in the kernel like the blocking call would, which is correct there too.
     let f = fdtable::flags(fd);
     if f & fdtable::MANAGED != 0 {
         return if f & fdtable::USER_NONBLOCK == 0 {
@@ -75,7 +79,7 @@ pub(crate) fn path(fd: c_int) -> Path {
             Path::Pass
         };
     }
-    if !crate::cooperative_context() {
+    if !crate::active() || !crate::cooperative_context() {
         return Path::Pass;
     }
     let f = if f & fdtable::KNOWN == 0 { examine(fd) } else { f };

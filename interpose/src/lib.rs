@@ -119,7 +119,9 @@ pub(crate) fn cooperative_context() -> bool {
 #[inline]
 pub(crate) fn cancel_point() {
     #[cfg(target_os = "linux")]
-    thread::testcancel()
+    if thread::cancels_pending() {
+        thread::testcancel()
+    }
 }
 
 /// Whether a blocking call here should cooperate: patched, not greenhook

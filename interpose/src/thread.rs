@@ -357,6 +357,13 @@ fn continue_exit() -> ! {
 /// Acts on a pending cancellation: ends the calling fiber with
 /// `PTHREAD_CANCELED` when cancellation is pending and enabled. Hooks call
 /// it at cancellation points (before blocking and after an interrupted wait).
+/// Whether any deferred cancellation is pending in the process (one atomic
+/// load: the cheap test before [`testcancel`]).
+#[inline]
+pub(crate) fn cancels_pending() -> bool {
+    CANCELS.load(Ordering::Relaxed) != 0
+}
+
 pub(crate) fn testcancel() {
     if CANCELS.load(Ordering::Relaxed) == 0 {
         return;
