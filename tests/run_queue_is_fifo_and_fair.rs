@@ -53,3 +53,59 @@ fn root_yield_runs_ready_fibers_once() {
     h.join().unwrap();
     assert_eq!(*n.borrow(), 2);
 }
+
+/// Two fibers yielding to each other hand over directly (no trip through
+/// the root); the order must still be strict alternation.
+#[test]
+fn two_yielders_alternate_exactly() {
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let hs: Vec<_> = (0..2)
+        .map(|i| {
+            let l = log.clone();
+            greenhook::spawn(move || {
+                for r in 0..200 {
+                    l.borrow_mut().push((r, i));
+                    greenhook::yield_now();
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    let expect: Vec<_> = (0..200).flat_map(|r| (0..2).map(move |i| (r, i))).collect();
+    assert_eq!(*log.borrow(), expect);
+}
+
+/// Direct hand-overs must not starve timers: a sleeper wakes while two
+/// fibers yield to each other as fast as they can.
+#[test]
+fn yielding_pairs_do_not_starve_timers() {
+    let woke = Rc::new(std::cell::Cell::new(false));
+    let w = woke.clone();
+    let sleeper = greenhook::spawn(move || {
+        greenhook::sleep(std::time::Duration::from_millis(10));
+        w.set(true);
+    });
+    greenhook::yield_now(); // the sleeper starts and sleeps
+    let t0 = std::time::Instant::now();
+    let spinners: Vec<_> = (0..2)
+        .map(|_| {
+            let w = woke.clone();
+            greenhook::spawn(move || {
+                while !w.get() {
+                    assert!(
+                        t0.elapsed() < std::time::Duration::from_secs(5),
+                        "the sleeper never woke"
+                    );
+                    greenhook::yield_now();
+                }
+            })
+        })
+        .collect();
+    for s in spinners {
+        s.join().unwrap();
+    }
+    sleeper.join().unwrap();
+    assert!(t0.elapsed() < std::time::Duration::from_secs(1), "{:?}", t0.elapsed());
+}

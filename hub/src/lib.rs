@@ -302,6 +302,10 @@ pub(crate) struct Hub {
     counters: Counters,
     /// The stall monitor's heartbeat, when `GREENHOOK_STALL_MS` is set.
     beat: Option<std::sync::Arc<monitor::Beat>>,
+    /// A fiber is resuming another directly from its own stack (yield_now).
+    handing_over: Cell<bool>,
+    /// Direct hand-overs left before the next trip through the root.
+    direct_left: Cell<u32>,
 }
 
 thread_local! {
@@ -347,6 +351,8 @@ impl Hub {
             remote,
             looping: Cell::new(false),
             beat: monitor::register(),
+            handing_over: Cell::new(false),
+            direct_left: Cell::new(64),
             counters: Counters {
                 spawned: Cell::new(0),
                 finished: Cell::new(0),
@@ -467,7 +473,9 @@ impl Hub {
     #[inline]
     fn run_task(&self, t: Rc<Task>) {
         t.state.set(State::Running);
-        CURRENT.with(|c| c.set(Rc::as_ptr(&t)));
+        // The resumer is the root, or a fiber handing over directly (see
+        // yield_now): whichever it is runs again when `t` suspends.
+        let prev = CURRENT.with(|c| c.replace(Rc::as_ptr(&t)));
         bump(&self.counters.switches);
         if let Some(b) = &self.beat {
             b.switches
@@ -475,9 +483,11 @@ impl Hub {
             b.current.store(t.id(), std::sync::atomic::Ordering::Relaxed);
         }
         let done = t.fiber.as_ref().is_some_and(|f| f.resume());
-        CURRENT.with(|c| c.set(std::ptr::null()));
+        CURRENT.with(|c| c.set(prev));
         if let Some(b) = &self.beat {
-            b.current.store(0, std::sync::atomic::Ordering::Relaxed);
+            // SAFETY: a non-null prev is the resuming fiber, alive while it runs.
+            let id = unsafe { prev.as_ref() }.map_or(0, |p| p.id());
+            b.current.store(id, std::sync::atomic::Ordering::Relaxed);
         }
         if done || t.exiting.get() {
             self.finish(t);
@@ -798,8 +808,37 @@ pub fn sleep_interruptible(deadline: Instant) -> bool {
 pub fn yield_now() {
     let p = CURRENT.with(|c| c.get());
     if !p.is_null() {
-        // The fast path: a fiber only marks itself runnable and switches to
-        // the root, which requeues the reference it already holds.
+        let hub = Hub::get();
+        // Direct hand-over: when exactly one other fiber is runnable, strict
+        // FIFO runs it and then us again, so resume it from our own stack:
+        // when it suspends, control comes straight back here, one coroutine
+        // round trip instead of two through the root. One level deep only
+        // (a fiber resumed this way takes the normal path), and every 64th
+        // yield goes through the root so timers and I/O are polled.
+        if !hub.handing_over.get() {
+            if hub.direct_left.get() > 0 {
+                let next = {
+                    let mut q = hub.runq.borrow_mut();
+                    if q.len() == 1 {
+                        q.pop_front()
+                    } else {
+                        None
+                    }
+                };
+                if let Some(t) = next {
+                    hub.direct_left.set(hub.direct_left.get() - 1);
+                    hub.handing_over.set(true);
+                    hub.run_task(t);
+                    hub.handing_over.set(false);
+                    return;
+                }
+            }
+            // Only a yield that really reaches the root renews the budget
+            // (a fiber resumed by a hand-over suspends to its resumer).
+            hub.direct_left.set(64);
+        }
+        // The normal path: mark ourselves runnable and switch to the root,
+        // which requeues the reference it already holds.
         // SAFETY: CURRENT points at the running task (see Hub::current).
         unsafe { (*p).state.set(State::Runnable) };
         fiber::suspend();
