@@ -763,16 +763,10 @@ pub fn sleep(dur: Duration) {
     }
 }
 
-/// Sleeps the current task until `deadline` (never earlier).
+/// Sleeps the current task until `deadline` (never earlier), unless it is
+/// interrupted ([`Task::interrupt`]) first.
 pub fn sleep_until(deadline: Instant) {
-    let hub = Hub::get();
-    let cur = hub.current();
-    while Instant::now() < deadline {
-        hub.prepare(&cur, Waiting::Sleep);
-        if hub.block(&cur, Some(deadline)) == Wake::Interrupted {
-            return;
-        }
-    }
+    sleep_interruptible(deadline);
 }
 
 /// Sleeps until interrupted ([`Task::interrupt`]).
