@@ -121,17 +121,29 @@ fn ready_now(fd: c_int, interest: Interest) -> bool {
     unsafe { next::poll(&mut p, 1, 0) != 0 }
 }
 
-/// The [`Path::Polled`] form of an operation: wait for level readiness,
-/// then call.
-fn polled(fd: c_int, interest: Interest, which: Timeout, op: impl FnOnce() -> ssize_t) -> ssize_t {
-    crate::cancel_point();
+/// Waits until a foreign fd is level-ready for `interest` (until the fd's
+/// socket timeout, then `EAGAIN`): on the hub in a cooperative context, else
+/// in the kernel. Returns the errno to report on failure.
+pub(crate) fn wait_until_ready(fd: c_int, interest: Interest) -> Result<(), c_int> {
+    let which = match interest {
+        Interest::Readable => Timeout::Recv,
+        Interest::Writable => Timeout::Send,
+    };
     let dl = deadline(fd, which);
     while !ready_now(fd, interest) {
-        if let Err(e) = wait(fd, interest, dl) {
-            return errno::fail(e);
-        }
+        wait(fd, interest, dl)?;
     }
-    op()
+    Ok(())
+}
+
+/// The [`Path::Polled`] form of an operation: wait for level readiness,
+/// then call.
+fn polled(fd: c_int, interest: Interest, op: impl FnOnce() -> ssize_t) -> ssize_t {
+    crate::cancel_point();
+    match wait_until_ready(fd, interest) {
+        Ok(()) => op(),
+        Err(e) => errno::fail(e),
+    }
 }
 
 /// A write of `total` bytes to a foreign blocking fd, in pieces of at most
@@ -141,7 +153,7 @@ fn polled_all(fd: c_int, total: usize, mut op: impl FnMut(usize, usize) -> ssize
     let mut done = 0usize;
     while done < total {
         let len = (total - done).min(libc::PIPE_BUF);
-        let r = polled(fd, Interest::Writable, Timeout::Send, || op(done, len));
+        let r = polled(fd, Interest::Writable, || op(done, len));
         if r <= 0 {
             return if done > 0 { done as ssize_t } else { r };
         }
@@ -308,7 +320,7 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
         match path(fd) {
             Path::Pass => op(),
             Path::Managed => once(fd, Interest::Readable, Timeout::Recv, op),
-            Path::Polled => polled(fd, Interest::Readable, Timeout::Recv, op),
+            Path::Polled => polled(fd, Interest::Readable, op),
             // SAFETY: the caller's buffer of n bytes.
             Path::File => unsafe { crate::file::read(fd, buf, n) },
         }
@@ -344,7 +356,7 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssiz
         match path(fd) {
             Path::Pass => op(),
             Path::Managed => once(fd, Interest::Readable, Timeout::Recv, op),
-            Path::Polled => polled(fd, Interest::Readable, Timeout::Recv, op),
+            Path::Polled => polled(fd, Interest::Readable, op),
             // SAFETY: the caller's iovecs.
             Path::File => unsafe { crate::file::readv(fd, iov, cnt) },
         }
@@ -360,9 +372,7 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssi
             Path::Pass | Path::File => return unsafe { next::writev(fd, iov, cnt) },
             Path::Polled => {
                 // SAFETY: forwarded unchanged once the fd polls writable.
-                return polled(fd, Interest::Writable, Timeout::Send, || unsafe {
-                    next::writev(fd, iov, cnt)
-                });
+                return polled(fd, Interest::Writable, || unsafe { next::writev(fd, iov, cnt) });
             }
             Path::Managed => {}
         }
@@ -397,9 +407,7 @@ pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_i
             Path::Pass | Path::File => return unsafe { next::recv(fd, buf, n, flags) },
             Path::Polled => {
                 // SAFETY: forwarded unchanged once readable.
-                return polled(fd, Interest::Readable, Timeout::Recv, || unsafe {
-                    next::recv(fd, buf, n, flags)
-                });
+                return polled(fd, Interest::Readable, || unsafe { next::recv(fd, buf, n, flags) });
             }
             Path::Managed => {}
         }
@@ -458,7 +466,7 @@ pub unsafe extern "C" fn recvfrom(
             Path::Pass | Path::File => return unsafe { next::recvfrom(fd, buf, n, flags, addr, len) },
             Path::Polled => {
                 // SAFETY: forwarded unchanged once readable.
-                return polled(fd, Interest::Readable, Timeout::Recv, || unsafe {
+                return polled(fd, Interest::Readable, || unsafe {
                     next::recvfrom(fd, buf, n, flags, addr, len)
                 });
             }
@@ -488,9 +496,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
             Path::Pass | Path::File => return unsafe { next::recvmsg(fd, msg, flags) },
             Path::Polled => {
                 // SAFETY: forwarded unchanged once readable.
-                return polled(fd, Interest::Readable, Timeout::Recv, || unsafe {
-                    next::recvmsg(fd, msg, flags)
-                });
+                return polled(fd, Interest::Readable, || unsafe { next::recvmsg(fd, msg, flags) });
             }
             Path::Managed => {}
         }

@@ -63,13 +63,11 @@
 //!   `f` too (the lock is recursive for the owning thread) and the two
 //!   interleave at refill boundaries.
 
-use std::time::Instant;
-
 use hub::Interest;
 use libc::{c_char, c_int, c_void, size_t, ssize_t, FILE};
 
 use crate::errno;
-use crate::fdtable::{self, Timeout};
+use crate::fdtable;
 
 mod next {
     use libc::{c_char, c_int, c_void, size_t, ssize_t, FILE};
@@ -200,70 +198,9 @@ fn clear_error(f: *mut FILE) {
     unsafe { (*io(f)).flags &= !ERR_SEEN };
 }
 
-/// Level readiness without blocking; errors count as ready (the real call
-/// reports them).
-fn ready_now(fd: c_int, interest: Interest) -> bool {
-    let events = match interest {
-        Interest::Readable => libc::POLLIN,
-        Interest::Writable => libc::POLLOUT,
-    };
-    let mut p = libc::pollfd { fd, events, revents: 0 };
-    // SAFETY: one valid pollfd, zero timeout.
-    unsafe { next::poll(&mut p, 1, 0) != 0 }
-}
-
-/// Waits until `fd` is ready: on the hub in a cooperative context, else in
-/// the kernel (nothing else could run). On failure returns the errno.
-fn wait_ready(fd: c_int, interest: Interest) -> Result<(), c_int> {
-    let which = match interest {
-        Interest::Readable => Timeout::Recv,
-        Interest::Writable => Timeout::Send,
-    };
-    let dl = fdtable::timeout(fd, which).and_then(|d| Instant::now().checked_add(d));
-    while !ready_now(fd, interest) {
-        if !crate::cooperative_context() {
-            let mut p = libc::pollfd {
-                fd,
-                events: if interest == Interest::Readable {
-                    libc::POLLIN
-                } else {
-                    libc::POLLOUT
-                },
-                revents: 0,
-            };
-            let ms = dl.map_or(-1, |d| {
-                d.saturating_duration_since(Instant::now())
-                    .as_micros()
-                    .div_ceil(1000)
-                    .min(c_int::MAX as u128) as c_int
-            });
-            // SAFETY: one valid pollfd.
-            let r = unsafe { next::poll(&mut p, 1, ms) };
-            if r == 0 && dl.is_some_and(|d| Instant::now() >= d) {
-                return Err(libc::EAGAIN);
-            }
-            if r < 0 && errno::get() != libc::EINTR {
-                return Err(errno::get());
-            }
-            continue;
-        }
-        if let Err(e) = hub::wait_fd(fd, interest, dl) {
-            return Err(match e.kind() {
-                std::io::ErrorKind::TimedOut => libc::EAGAIN,
-                std::io::ErrorKind::Interrupted => {
-                    crate::cancel_point();
-                    libc::EINTR
-                }
-                _ => e.raw_os_error().unwrap_or(libc::EIO),
-            });
-        }
-    }
-    Ok(())
-}
-
 /// Waits until `fd` is readable (zero-timeout poll first, then the hub).
 pub(crate) fn wait_readable_for_stdio(fd: c_int) -> Result<(), c_int> {
-    wait_ready(fd, Interest::Readable)
+    crate::io::wait_until_ready(fd, Interest::Readable)
 }
 
 /// Makes sure `f`'s read buffer holds data: waits for the fd, then lets
@@ -688,7 +625,7 @@ fn before_output(f: *mut FILE, len: Option<usize>) -> Result<Kind, c_int> {
         return Ok(k); // lands in the buffer: no write
     }
     let fd = fd_of(f);
-    wait_ready(fd, Interest::Writable)?;
+    crate::io::wait_until_ready(fd, Interest::Writable)?;
     // A pipe may poll writable with less room than one flush needs (Linux
     // reports POLLOUT as soon as one pipe buffer slot is free): wait until
     // what is pending in the FILE plus this call's bytes fit, as long as
