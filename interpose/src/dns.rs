@@ -115,19 +115,10 @@ pub unsafe extern "C" fn getaddrinfo(
             // SAFETY: forwarded unchanged.
             return unsafe { next::getaddrinfo(node, service, hints, res) };
         }
-        let (node, service, hints, res) = (node as usize, service as usize, hints as usize, res as usize);
-        offload(move || {
-            // SAFETY: forwarded unchanged; the caller's pointers stay valid
-            // until offload returns, after this closure has finished.
-            unsafe {
-                next::getaddrinfo(
-                    node as *const c_char,
-                    service as *const c_char,
-                    hints as *const addrinfo,
-                    res as *mut *mut addrinfo,
-                )
-            }
-        })
+        // SAFETY: forwarded unchanged; the caller's pointers stay valid
+        // until offload returns, after this closure has finished.
+        let op = crate::AssertSend(|| unsafe { next::getaddrinfo(node, service, hints, res) });
+        offload(move || op.call())
     })
 }
 
@@ -147,22 +138,10 @@ pub unsafe extern "C" fn getnameinfo(
             // SAFETY: forwarded unchanged.
             return unsafe { next::getnameinfo(sa, salen, host, hostlen, serv, servlen, flags) };
         }
-        let (sa, host, serv) = (sa as usize, host as usize, serv as usize);
-        offload(move || {
-            // SAFETY: forwarded unchanged; the caller's buffers outlive the
-            // offload.
-            unsafe {
-                next::getnameinfo(
-                    sa as *const sockaddr,
-                    salen,
-                    host as *mut c_char,
-                    hostlen,
-                    serv as *mut c_char,
-                    servlen,
-                    flags,
-                )
-            }
-        })
+        // SAFETY: forwarded unchanged; the caller's buffers outlive the
+        // offload.
+        let op = crate::AssertSend(|| unsafe { next::getnameinfo(sa, salen, host, hostlen, serv, servlen, flags) });
+        offload(move || op.call())
     })
 }
 
@@ -231,27 +210,10 @@ pub unsafe extern "C" fn gethostbyname_r(
             // SAFETY: forwarded unchanged.
             return unsafe { next::gethostbyname_r(name, ret, buf, buflen, result, h_errnop) };
         }
-        let p = [
-            name as usize,
-            ret as usize,
-            buf as usize,
-            result as usize,
-            h_errnop as usize,
-        ];
-        offload_h(move || {
-            // SAFETY: forwarded unchanged; the caller's buffers outlive the
-            // offload.
-            unsafe {
-                next::gethostbyname_r(
-                    p[0] as *const c_char,
-                    p[1] as *mut hostent,
-                    p[2] as *mut c_char,
-                    buflen,
-                    p[3] as *mut *mut hostent,
-                    p[4] as *mut c_int,
-                )
-            }
-        })
+        // SAFETY: forwarded unchanged; the caller's buffers outlive the
+        // offload (it does not return before the call has finished).
+        let op = crate::AssertSend(|| unsafe { next::gethostbyname_r(name, ret, buf, buflen, result, h_errnop) });
+        offload_h(move || op.call())
     })
 }
 
@@ -271,28 +233,10 @@ pub unsafe extern "C" fn gethostbyname2_r(
             // SAFETY: forwarded unchanged.
             return unsafe { next::gethostbyname2_r(name, af, ret, buf, buflen, result, h_errnop) };
         }
-        let p = [
-            name as usize,
-            ret as usize,
-            buf as usize,
-            result as usize,
-            h_errnop as usize,
-        ];
-        offload_h(move || {
-            // SAFETY: forwarded unchanged; the caller's buffers outlive the
-            // offload.
-            unsafe {
-                next::gethostbyname2_r(
-                    p[0] as *const c_char,
-                    af,
-                    p[1] as *mut hostent,
-                    p[2] as *mut c_char,
-                    buflen,
-                    p[3] as *mut *mut hostent,
-                    p[4] as *mut c_int,
-                )
-            }
-        })
+        // SAFETY: forwarded unchanged; the caller's buffers outlive the
+        // offload (it does not return before the call has finished).
+        let op = crate::AssertSend(|| unsafe { next::gethostbyname2_r(name, af, ret, buf, buflen, result, h_errnop) });
+        offload_h(move || op.call())
     })
 }
 
@@ -313,28 +257,10 @@ pub unsafe extern "C" fn gethostbyaddr_r(
             // SAFETY: forwarded unchanged.
             return unsafe { next::gethostbyaddr_r(addr, len, ty, ret, buf, buflen, result, h_errnop) };
         }
-        let p = [
-            addr as usize,
-            ret as usize,
-            buf as usize,
-            result as usize,
-            h_errnop as usize,
-        ];
-        offload_h(move || {
-            // SAFETY: forwarded unchanged; the caller's buffers outlive the
-            // offload.
-            unsafe {
-                next::gethostbyaddr_r(
-                    p[0] as *const c_void,
-                    len,
-                    ty,
-                    p[1] as *mut hostent,
-                    p[2] as *mut c_char,
-                    buflen,
-                    p[3] as *mut *mut hostent,
-                    p[4] as *mut c_int,
-                )
-            }
-        })
+        // SAFETY: forwarded unchanged; the caller's buffers outlive the
+        // offload (it does not return before the call has finished).
+        let op =
+            crate::AssertSend(|| unsafe { next::gethostbyaddr_r(addr, len, ty, ret, buf, buflen, result, h_errnop) });
+        offload_h(move || op.call())
     })
 }

@@ -144,6 +144,25 @@ pub(crate) fn offload<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     r
 }
 
+/// A closure over the caller's raw pointers, to run on an offload worker
+/// (raw pointers are not `Send`).
+pub(crate) struct AssertSend<F>(pub(crate) F);
+
+// SAFETY: used only with `offload`/`hub::offload`, which keep the caller
+// (and so every pointer the closure holds) blocked until the closure has
+// returned; the functions called are thread-safe libc functions.
+unsafe impl<F> Send for AssertSend<F> {}
+
+impl<F> AssertSend<F> {
+    /// Runs the closure (consuming the wrapper, so closures capture it whole).
+    pub(crate) fn call<R>(self) -> R
+    where
+        F: FnOnce() -> R,
+    {
+        (self.0)()
+    }
+}
+
 /// Load-time setup: patch when we are `libgreenhook.so` in LD_PRELOAD.
 #[ctor::ctor(unsafe)]
 fn init() {

@@ -506,22 +506,8 @@ fn scan(f: *mut FILE, op: impl FnOnce() -> c_int) -> c_int {
     // call runs on the offload pool: the worker blocks, not the hub, and the
     // FILE lock is the worker's. The caller's pointers (format, va_list,
     // destinations) stay valid: offload cannot return before the call ends.
-    let op = AssertSend(op);
+    let op = crate::AssertSend(op);
     crate::offload(move || op.call())
-}
-
-/// Lets a closure over the caller's raw pointers run on an offload worker.
-struct AssertSend<F>(F);
-
-// SAFETY: used only with hub::offload, which keeps the caller (and so every
-// pointer the closure holds) blocked until the closure has returned; the
-// pointed-to FILE is locked by glibc itself.
-unsafe impl<F> Send for AssertSend<F> {}
-
-impl<F: FnOnce() -> c_int> AssertSend<F> {
-    fn call(self) -> c_int {
-        (self.0)()
-    }
 }
 
 /// A managed fd that stdio reads or writes goes back to blocking underneath
