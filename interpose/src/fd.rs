@@ -194,29 +194,30 @@ fn replacing(old: c_int, new: c_int) {
     }
 }
 
-/// fds 0, 1 and 2 are stdio, which glibc drives through internal calls no
-/// hook sees (printf, and every program exec'd with them): they must never
-/// be non-blocking underneath, or a full pipe turns into `EAGAIN`, an I/O
-/// error and lost output. So when a managed fd becomes one of them, its
-/// description goes back to blocking (with every dup) and it is handled as
-/// a known foreign fd from then on, still cooperative through readiness.
-pub(crate) fn stdio_target(new: c_int) {
-    let f = fdtable::flags(new);
-    if !(0..=2).contains(&new) || f & fdtable::MANAGED == 0 || f & fdtable::USER_NONBLOCK != 0 {
+/// Hands a managed fd back to blocking mode underneath, with every dup of
+/// its description, and records it as a known foreign fd (still cooperative
+/// through readiness waits). Used where glibc takes the fd over through
+/// internal calls no hook sees: stdio (`fdopen`) and fds 0–2, which stdio and
+/// every exec'd program use. On a non-blocking fd those calls would meet
+/// `EAGAIN`, report an I/O error and drop data. Does nothing for fds we do
+/// not manage or that the user made non-blocking.
+pub(crate) fn hand_back(fd: c_int) {
+    let f = fdtable::flags(fd);
+    if f & fdtable::MANAGED == 0 || f & fdtable::USER_NONBLOCK != 0 {
         return;
     }
     // SAFETY: status flags of an open fd we manage.
-    let st = unsafe { next::fcntl(new, libc::F_GETFL, 0) };
+    let st = unsafe { next::fcntl(fd, libc::F_GETFL, 0) };
     if st >= 0 {
         // SAFETY: as above; clears only O_NONBLOCK.
-        unsafe { next::fcntl(new, libc::F_SETFL, (st & !libc::O_NONBLOCK) as usize) };
-        fdtable::unmanage(new);
+        unsafe { next::fcntl(fd, libc::F_SETFL, (st & !libc::O_NONBLOCK) as usize) };
+        fdtable::unmanage(fd);
     }
 }
 
 /// `posix_spawn_file_actions_adddup2(3)`: a managed fd that a spawned child
-/// will get as its stdin/stdout/stderr goes back to blocking now (see
-/// [`stdio_target`]); the dup itself happens inside glibc, out of sight.
+/// will get as its stdin/stdout/stderr is handed back now ([`hand_back`]);
+/// the dup itself happens inside glibc, out of sight.
 #[no_mangle]
 pub unsafe extern "C" fn posix_spawn_file_actions_adddup2(
     fa: *mut libc::posix_spawn_file_actions_t,
@@ -227,16 +228,7 @@ pub unsafe extern "C" fn posix_spawn_file_actions_adddup2(
         // SAFETY: forwarded unchanged.
         let r = unsafe { next::posix_spawn_file_actions_adddup2(fa, fd, new) };
         if r == 0 && crate::is_patched() && (0..=2).contains(&new) {
-            let f = fdtable::flags(fd);
-            if f & fdtable::MANAGED != 0 && f & fdtable::USER_NONBLOCK == 0 {
-                // SAFETY: status flags of an open fd we manage.
-                let st = unsafe { next::fcntl(fd, libc::F_GETFL, 0) };
-                if st >= 0 {
-                    // SAFETY: as above; clears only O_NONBLOCK.
-                    unsafe { next::fcntl(fd, libc::F_SETFL, (st & !libc::O_NONBLOCK) as usize) };
-                    fdtable::unmanage(fd);
-                }
-            }
+            hand_back(fd);
         }
         r
     })
@@ -258,7 +250,9 @@ pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
         let r = unsafe { next::dup2(old, new) };
         if r >= 0 && old != new {
             fdtable::copy(old, r);
-            stdio_target(r);
+            if (0..=2).contains(&r) {
+                hand_back(r);
+            }
         }
         r
     })
@@ -282,7 +276,9 @@ pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
         let r = unsafe { next::dup3(old, new, flags) };
         if r >= 0 {
             fdtable::copy(old, r);
-            stdio_target(r);
+            if (0..=2).contains(&r) {
+                hand_back(r);
+            }
         }
         r
     })

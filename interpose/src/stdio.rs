@@ -499,7 +499,7 @@ fn scan(f: *mut FILE, op: impl FnOnce() -> c_int) -> c_int {
     }
     crate::cancel_point();
     if k == Kind::Managed {
-        adopt(fd_of(f));
+        crate::fd::hand_back(fd_of(f));
     }
     // A conversion may need more input than one refill brings, and glibc
     // then reads again through its internal alias, blocking. So the whole
@@ -508,22 +508,6 @@ fn scan(f: *mut FILE, op: impl FnOnce() -> c_int) -> c_int {
     // destinations) stay valid: offload cannot return before the call ends.
     let op = crate::AssertSend(op);
     crate::offload(move || op.call())
-}
-
-/// A managed fd that stdio reads or writes goes back to blocking underneath
-/// and becomes a known foreign fd (see [`fdopen`]).
-fn adopt(fd: c_int) {
-    let fl = fdtable::flags(fd);
-    if fl & fdtable::MANAGED == 0 || fl & fdtable::USER_NONBLOCK != 0 {
-        return;
-    }
-    // SAFETY: status flags of an open fd we manage.
-    let st = unsafe { next::fcntl(fd, libc::F_GETFL, 0) };
-    if st >= 0 {
-        // SAFETY: as above; clears only O_NONBLOCK.
-        unsafe { next::fcntl(fd, libc::F_SETFL, (st & !libc::O_NONBLOCK) as usize) };
-        fdtable::unmanage(fd);
-    }
 }
 
 /// `vfscanf(3)` (`ap` is a `va_list`, a pointer on these ABIs).
@@ -797,7 +781,7 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
         // SAFETY: forwarded unchanged.
         let f = unsafe { next::fdopen(fd, mode) };
         if !f.is_null() && crate::is_patched() {
-            adopt(fd);
+            crate::fd::hand_back(fd);
         }
         f
     })
