@@ -714,24 +714,22 @@ pub fn live_fibers() -> usize {
 
 /// Blocks until `task` has finished. Returns at once if it has.
 pub fn join(task: &Rc<Task>) {
-    let hub = Hub::get();
-    while !task.is_finished() {
-        let cur = hub.current();
-        assert!(!Rc::ptr_eq(&cur, task), "a fiber cannot join itself");
-        let w = hub.prepare(&cur, Waiting::Join(task.id()));
-        task.joiners.borrow_mut().push(w);
-        hub.block(&cur, None);
-    }
+    assert!(!Rc::ptr_eq(&Hub::get().current(), task), "a fiber cannot join itself");
+    join_inner(task, None);
 }
 
 /// Like [`join`] with a deadline; returns whether the task finished.
 pub fn join_until(task: &Rc<Task>, deadline: Instant) -> bool {
+    join_inner(task, Some(deadline))
+}
+
+fn join_inner(task: &Rc<Task>, deadline: Option<Instant>) -> bool {
     let hub = Hub::get();
     while !task.is_finished() {
         let cur = hub.current();
         let w = hub.prepare(&cur, Waiting::Join(task.id()));
         task.joiners.borrow_mut().push(w);
-        if hub.block(&cur, Some(deadline)) == Wake::TimedOut {
+        if hub.block(&cur, deadline) == Wake::TimedOut {
             task.joiners.borrow_mut().retain(|w| !Rc::ptr_eq(&w.task, &cur));
             return task.is_finished();
         }

@@ -171,24 +171,6 @@ pub unsafe extern "C" fn ppoll(fds: *mut pollfd, n: nfds_t, t: *const timespec, 
     })
 }
 
-/// # Safety
-/// The sets are null or valid `fd_set`s covering `n` descriptors.
-unsafe fn select_interest(n: c_int, r: *const fd_set, w: *const fd_set, e: *const fd_set) -> Vec<(c_int, Interest)> {
-    let mut v = Vec::new();
-    for fd in 0..n.min(libc::FD_SETSIZE as c_int) {
-        // SAFETY: caller's contract; FD_ISSET reads within the set.
-        unsafe {
-            if !r.is_null() && libc::FD_ISSET(fd, r) || !e.is_null() && libc::FD_ISSET(fd, e) {
-                v.push((fd, Interest::Readable));
-            }
-            if !w.is_null() && libc::FD_ISSET(fd, w) {
-                v.push((fd, Interest::Writable));
-            }
-        }
-    }
-    v
-}
-
 struct Sets {
     r: Option<fd_set>,
     w: Option<fd_set>,
@@ -196,6 +178,23 @@ struct Sets {
 }
 
 impl Sets {
+    /// The `(fd, interest)` pairs the saved sets ask for, below `n`
+    /// (exceptional conditions are watched as readability).
+    fn interest(&self, n: c_int) -> Vec<(c_int, Interest)> {
+        // SAFETY: FD_ISSET reads within an fd_set we own, for fd < FD_SETSIZE.
+        let has = |set: &Option<fd_set>, fd| set.as_ref().is_some_and(|s| unsafe { libc::FD_ISSET(fd, s) });
+        let mut v = Vec::new();
+        for fd in 0..n.min(libc::FD_SETSIZE as c_int) {
+            if has(&self.r, fd) || has(&self.e, fd) {
+                v.push((fd, Interest::Readable));
+            }
+            if has(&self.w, fd) {
+                v.push((fd, Interest::Writable));
+            }
+        }
+        v
+    }
+
     /// # Safety
     /// Each pointer is null or a valid fd_set.
     unsafe fn save(r: *const fd_set, w: *const fd_set, e: *const fd_set) -> Sets {
@@ -254,15 +253,7 @@ pub unsafe extern "C" fn select(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mu
         if res != 0 {
             return res;
         }
-        // SAFETY: the kernel accepted the sets.
-        let interest = unsafe {
-            select_interest(
-                n,
-                saved.r.as_ref().map_or(std::ptr::null(), |s| s),
-                saved.w.as_ref().map_or(std::ptr::null(), |s| s),
-                saved.e.as_ref().map_or(std::ptr::null(), |s| s),
-            )
-        };
+        let interest = saved.interest(n);
         let res = multiplex(&interest, deadline, || {
             // SAFETY: same sets as saved; zero timeout.
             unsafe {
@@ -315,15 +306,7 @@ pub unsafe extern "C" fn pselect(
         if res != 0 {
             return res;
         }
-        // SAFETY: the kernel accepted the sets.
-        let interest = unsafe {
-            select_interest(
-                n,
-                saved.r.as_ref().map_or(std::ptr::null(), |s| s),
-                saved.w.as_ref().map_or(std::ptr::null(), |s| s),
-                saved.e.as_ref().map_or(std::ptr::null(), |s| s),
-            )
-        };
+        let interest = saved.interest(n);
         multiplex(&interest, deadline, || {
             // SAFETY: same sets as saved; zero timeout.
             unsafe {
