@@ -39,6 +39,37 @@ fn offload_runs_off_the_hub_and_wakes_the_caller() {
     ticker.join().unwrap();
 }
 
+/// A burst of jobs must not queue behind the one idle worker: the pool grows
+/// while the backlog is larger than its idle workers.
+#[test]
+fn a_burst_grows_the_pool_past_an_idle_worker() {
+    // Leave (at least) one idle worker behind.
+    hub::offload(|| ());
+    std::thread::sleep(Duration::from_millis(20));
+    let running = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let fibers: Vec<_> = (0..hub::pool_size())
+        .map(|_| {
+            let (running, peak) = (running.clone(), peak.clone());
+            greenhook::spawn(move || {
+                hub::offload(move || {
+                    use std::sync::atomic::Ordering::SeqCst;
+                    let now = running.fetch_add(1, SeqCst) + 1;
+                    peak.fetch_max(now, SeqCst);
+                    std::thread::sleep(Duration::from_millis(100));
+                    running.fetch_sub(1, SeqCst);
+                })
+            })
+        })
+        .collect();
+    for f in fibers {
+        f.join().unwrap();
+    }
+    // Other tests share the pool, so demand only that it grew.
+    let peak = peak.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(peak >= 2, "the burst ran on {peak} worker(s) at a time");
+}
+
 #[test]
 fn offload_borrows_and_propagates_panics() {
     let data = [1u32, 2, 3];

@@ -51,8 +51,14 @@ pub fn pool_size() -> usize {
 fn submit(job: Job) {
     POOL.jobs.push(job);
     POOL.signal.fetch_add(1, Ordering::SeqCst);
-    if POOL.idle.load(Ordering::SeqCst) > 0 {
+    let idle = POOL.idle.load(Ordering::SeqCst);
+    if idle > 0 {
         sys::wake_one(&POOL.signal);
+    }
+    // A woken worker stays counted as idle until it runs, so a burst would
+    // all queue behind one sleeper: grow while the backlog exceeds the
+    // workers that could take it.
+    if POOL.jobs.len() <= idle {
         return;
     }
     let n = POOL.workers.load(Ordering::Relaxed);
