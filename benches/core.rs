@@ -33,6 +33,7 @@
 //! ```text
 //! cargo bench --bench core                          # full sizes, ~1 minute
 //! GREENHOOK_BENCH_QUICK=1 cargo bench --bench core  # smoke run, a few seconds
+//! cargo bench --bench core -- yield                 # only the rows whose name has "yield"
 //! ```
 
 use std::cell::Cell;
@@ -221,6 +222,12 @@ fn main() {
         ("idle RSS", bench_idle_rss),
         ("max live fibers", bench_max_live),
     ];
+    // `cargo bench` passes `--bench`; any other argument filters by name.
+    let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let benches: Vec<_> = benches
+        .into_iter()
+        .filter(|(name, _)| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())))
+        .collect();
     let mut rows = Vec::new();
     let mut notes = Vec::new();
     for (i, (name, bench)) in benches.iter().enumerate() {

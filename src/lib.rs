@@ -184,6 +184,7 @@ pub fn sleep(dur: Duration) {
 }
 
 /// Lets every other runnable fiber run once.
+#[inline]
 pub fn yield_now() {
     hub::yield_now()
 }

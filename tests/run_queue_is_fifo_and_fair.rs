@@ -109,3 +109,63 @@ fn yielding_pairs_do_not_starve_timers() {
     sleeper.join().unwrap();
     assert!(t0.elapsed() < std::time::Duration::from_secs(1), "{:?}", t0.elapsed());
 }
+
+/// A fiber that was handed control directly and then makes a third fiber
+/// runnable must still end up behind it, exactly as FIFO says.
+#[test]
+fn handed_over_fiber_that_spawns_keeps_fifo_order() {
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let (la, lb) = (log.clone(), log.clone());
+    let a = greenhook::spawn(move || {
+        for r in 0..4 {
+            la.borrow_mut().push(format!("a{r}"));
+            greenhook::yield_now();
+        }
+    });
+    let b = greenhook::spawn(move || {
+        let mut c = None;
+        for r in 0..4 {
+            lb.borrow_mut().push(format!("b{r}"));
+            if r == 1 {
+                let lc = lb.clone();
+                c = Some(greenhook::spawn(move || lc.borrow_mut().push("c".to_string())));
+            }
+            greenhook::yield_now();
+        }
+        c.unwrap().join().unwrap();
+    });
+    a.join().unwrap();
+    b.join().unwrap();
+    // After b1 the queue is [a, c, b]: a runs, then c, then b.
+    assert_eq!(*log.borrow(), ["a0", "b0", "a1", "b1", "a2", "c", "b2", "a3", "b3"]);
+}
+
+/// A fiber that was handed control and then blocks leaves the run queue
+/// (it is not resumed while asleep) and comes back when its wait ends.
+#[test]
+fn handed_over_fiber_that_blocks_leaves_the_queue() {
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let (la, lb) = (log.clone(), log.clone());
+    let a = greenhook::spawn(move || {
+        for _ in 0..2000 {
+            la.borrow_mut().push('a');
+            greenhook::yield_now();
+        }
+    });
+    let b = greenhook::spawn(move || {
+        for r in 0..20 {
+            lb.borrow_mut().push('b');
+            if r % 5 == 4 {
+                let t0 = std::time::Instant::now();
+                greenhook::sleep(std::time::Duration::from_millis(2));
+                assert!(t0.elapsed() >= std::time::Duration::from_millis(2), "woken early");
+            }
+            greenhook::yield_now();
+        }
+    });
+    a.join().unwrap();
+    b.join().unwrap();
+    let log = log.borrow();
+    assert_eq!(log.iter().filter(|&&c| c == 'a').count(), 2000);
+    assert_eq!(log.iter().filter(|&&c| c == 'b').count(), 20);
+}

@@ -124,12 +124,23 @@ impl Fiber {
     /// A fiber cannot resume itself (checked in debug builds).
     #[inline]
     pub fn resume(&self) -> bool {
+        // SAFETY: errno::location() is the calling thread's errno slot.
+        unsafe { self.resume_with_errno(errno::location()) }
+    }
+
+    /// [`Fiber::resume`] for a caller that has looked up the thread's errno
+    /// slot once and kept it (a scheduler switching many times a second
+    /// saves a call into libc per switch).
+    ///
+    /// # Safety
+    /// `errno` must be [`errno::location`] as seen by the calling thread.
+    #[inline]
+    pub unsafe fn resume_with_errno(&self, errno: *mut i32) -> bool {
         let me: *const Fiber = self;
         let prev = CURRENT.with(|c| c.replace(me));
         debug_assert!(prev != me, "a fiber cannot resume itself");
-        // One lookup of the thread's errno slot serves the whole swap.
-        let errno = errno::location();
-        // SAFETY: the errno location is valid for this thread.
+        debug_assert!(errno == errno::location());
+        // SAFETY: the caller vouches that `errno` is this thread's slot.
         let saved = unsafe { errno.replace(self.errno.get()) };
         // SAFETY: `co` is only ever touched here; resume is not re-entrant for
         // one fiber (a fiber's own code cannot reach this with the same fiber,

@@ -73,6 +73,12 @@ pub fn reset_after_fork() {
         std::process::abort();
     }
     let cur = hub.current();
+    // A fiber that was handed control suspends back onto the stack of the
+    // fiber that handed over, which is lost here: hand_over must not let
+    // that fiber go on.
+    if hub.handing_over.get() {
+        hub.resumer_gone.set(true);
+    }
     // Leak, never drop: other fibers' waits must not run destructors that
     // could reset coroutines under C frames.
     std::mem::forget(std::mem::take(&mut *hub.runq.borrow_mut()));
@@ -92,5 +98,66 @@ pub fn reset_after_fork() {
         if !Rc::ptr_eq(&t, &cur) {
             std::mem::forget(t);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    use crate::{join, spawn, yield_now, Hub, Spawn};
+
+    /// A fiber that was handed control by another (see `Hub::hand_over`)
+    /// forks: in the child, the fiber that handed over must never run
+    /// again, although the forking fiber suspends back onto its stack.
+    #[test]
+    fn fork_in_a_handed_over_fiber_leaves_the_other_behind() {
+        let a_runs = Rc::new(Cell::new(0u32));
+        let stop = Rc::new(Cell::new(false));
+        let (runs, st) = (a_runs.clone(), stop.clone());
+        let a = spawn(Spawn::default(), move || {
+            while !st.get() {
+                runs.set(runs.get() + 1);
+                yield_now();
+            }
+        })
+        .unwrap();
+        let status = Rc::new(Cell::new(-1));
+        let s2 = status.clone();
+        let b = spawn(Spawn::default(), move || {
+            // Yield until it is `a` that resumes us directly.
+            let mut tries = 0;
+            while !Hub::get().handing_over.get() {
+                tries += 1;
+                assert!(tries < 1000, "never handed control");
+                yield_now();
+            }
+            // SAFETY: fork in a test; the child only runs the hub and _exit.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                super::reset_after_fork();
+                let before = a_runs.get();
+                for _ in 0..10 {
+                    yield_now();
+                }
+                let code = if a_runs.get() == before { 0 } else { 1 };
+                // SAFETY: ends the child without running the parent's
+                // atexit handlers or test harness.
+                unsafe { libc::_exit(code) };
+            }
+            assert!(pid > 0, "fork failed");
+            let mut st = 0;
+            // SAFETY: waits for our own child.
+            unsafe { libc::waitpid(pid, &mut st, 0) };
+            s2.set(st);
+            stop.set(true);
+        })
+        .unwrap();
+        join(&b);
+        join(&a);
+        let st = status.get();
+        assert!(libc::WIFEXITED(st), "child died: {st:#x}");
+        assert_eq!(libc::WEXITSTATUS(st), 0, "the lost fiber ran in the child");
     }
 }
