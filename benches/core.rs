@@ -436,6 +436,31 @@ fn coro_round_trip(n: u64) -> f64 {
     per_op(el, n - 1)
 }
 
+/// Nanoseconds per round trip of the same corosensei pair, but with the
+/// resume in an out-of-line function (as any yield API must be on the
+/// resuming side) and no scheduler at all: the floor that the call
+/// structure alone sets, before any bookkeeping.
+fn coro_out_of_line_round_trip(n: u64) -> f64 {
+    #[inline(never)]
+    fn resume_once(co: &mut Coroutine<(), (), (), MmapStack>) {
+        black_box(co.resume(()));
+    }
+    let stack = MmapStack::new(1024 * 1024).expect("mmap a coroutine stack");
+    let mut co = Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
+        for _ in 0..n {
+            y.suspend(());
+        }
+    });
+    assert!(matches!(co.resume(()), CoroutineResult::Yield(())));
+    let t0 = Instant::now();
+    for _ in 1..n {
+        resume_once(&mut co);
+    }
+    let el = t0.elapsed();
+    assert!(matches!(co.resume(()), CoroutineResult::Return(())));
+    per_op(el, n - 1)
+}
+
 fn bench_yield(sz: &Sizes, notes: &mut Vec<String>) -> Row {
     let s = Samples::interleaved(
         sz.reps,
@@ -446,6 +471,17 @@ fn bench_yield(sz: &Sizes, notes: &mut Vec<String>) -> Row {
     notes.push(format!(
         "1. yield round trip (min / median / max): {}",
         s.spread(1.0, "ns")
+    ));
+    let f = Samples::interleaved(
+        sz.reps,
+        || coro_out_of_line_round_trip(sz.coro_trips),
+        || coro_round_trip(sz.coro_trips),
+    );
+    let (floor, base2) = f.medians();
+    notes.push(format!(
+        "1. the same corosensei round trip resumed from an out-of-line function, no scheduler: \
+         {floor:.1} ns vs {base2:.1} ns inlined ({:.2}×): the floor the call structure sets",
+        floor / base2
     ));
     let ratio = ours / base;
     Row {
