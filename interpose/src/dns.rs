@@ -103,7 +103,8 @@ impl Drop for StaticLock {
 }
 
 /// `getaddrinfo(3)`: on the offload pool.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_getaddrinfo")]
 pub unsafe extern "C" fn getaddrinfo(
     node: *const c_char,
     service: *const c_char,
@@ -123,7 +124,8 @@ pub unsafe extern "C" fn getaddrinfo(
 }
 
 /// `getnameinfo(3)`: on the offload pool.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_getnameinfo")]
 pub unsafe extern "C" fn getnameinfo(
     sa: *const sockaddr,
     salen: socklen_t,
@@ -147,7 +149,8 @@ pub unsafe extern "C" fn getnameinfo(
 
 /// `gethostbyname(3)`: on the offload pool, serialised among fibers (see
 /// the module docs).
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_gethostbyname")]
 pub unsafe extern "C" fn gethostbyname(name: *const c_char) -> *mut hostent {
     crate::real::guard("gethostbyname", || {
         if !offloading() {
@@ -163,7 +166,8 @@ pub unsafe extern "C" fn gethostbyname(name: *const c_char) -> *mut hostent {
 }
 
 /// `gethostbyname2(3)`: like [`gethostbyname`].
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_gethostbyname2")]
 pub unsafe extern "C" fn gethostbyname2(name: *const c_char, af: c_int) -> *mut hostent {
     crate::real::guard("gethostbyname2", || {
         if !offloading() {
@@ -179,7 +183,8 @@ pub unsafe extern "C" fn gethostbyname2(name: *const c_char, af: c_int) -> *mut 
 }
 
 /// `gethostbyaddr(3)`: like [`gethostbyname`].
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_gethostbyaddr")]
 pub unsafe extern "C" fn gethostbyaddr(addr: *const c_void, len: socklen_t, ty: c_int) -> *mut hostent {
     crate::real::guard("gethostbyaddr", || {
         if !offloading() {
@@ -196,7 +201,8 @@ pub unsafe extern "C" fn gethostbyaddr(addr: *const c_void, len: socklen_t, ty: 
 
 /// `gethostbyname_r(3)`: on the offload pool; results go straight into the
 /// caller's buffers.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_gethostbyname_r")]
 pub unsafe extern "C" fn gethostbyname_r(
     name: *const c_char,
     ret: *mut hostent,
@@ -218,7 +224,8 @@ pub unsafe extern "C" fn gethostbyname_r(
 }
 
 /// `gethostbyname2_r(3)`: like [`gethostbyname_r`].
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_gethostbyname2_r")]
 pub unsafe extern "C" fn gethostbyname2_r(
     name: *const c_char,
     af: c_int,
@@ -241,7 +248,8 @@ pub unsafe extern "C" fn gethostbyname2_r(
 }
 
 /// `gethostbyaddr_r(3)`: like [`gethostbyname_r`].
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_gethostbyaddr_r")]
 pub unsafe extern "C" fn gethostbyaddr_r(
     addr: *const c_void,
     len: socklen_t,
@@ -263,4 +271,16 @@ pub unsafe extern "C" fn gethostbyaddr_r(
             crate::AssertSend(|| unsafe { next::gethostbyaddr_r(addr, len, ty, ret, buf, buflen, result, h_errnop) });
         offload_h(move || op.call())
     })
+}
+
+// Entries of the interpose table (see `real::interpose!`).
+crate::real::interpose! {
+    getaddrinfo,
+    getnameinfo,
+    gethostbyname,
+    gethostbyname2,
+    gethostbyaddr,
+    gethostbyname_r,
+    gethostbyname2_r,
+    gethostbyaddr_r,
 }

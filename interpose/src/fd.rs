@@ -40,7 +40,8 @@ mod next {
 }
 
 /// `socket(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_socket")]
 pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
     crate::real::guard("socket", || {
         if !crate::active() {
@@ -57,7 +58,8 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int
 }
 
 /// `socketpair(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_socketpair")]
 pub unsafe extern "C" fn socketpair(domain: c_int, ty: c_int, proto: c_int, sv: *mut c_int) -> c_int {
     crate::real::guard("socketpair", || {
         if !crate::active() {
@@ -78,7 +80,8 @@ pub unsafe extern "C" fn socketpair(domain: c_int, ty: c_int, proto: c_int, sv: 
 }
 
 /// `pipe2(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pipe2")]
 pub unsafe extern "C" fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
     crate::real::guard("pipe2", || {
         if !crate::active() {
@@ -99,7 +102,8 @@ pub unsafe extern "C" fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
 }
 
 /// `pipe(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pipe")]
 pub unsafe extern "C" fn pipe(fds: *mut c_int) -> c_int {
     crate::real::guard("pipe", || {
         if !crate::active() {
@@ -125,7 +129,8 @@ fn created(flags: c_int, nonblock_flag: c_int, create: impl FnOnce(c_int) -> c_i
 }
 
 /// `eventfd(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_eventfd")]
 pub unsafe extern "C" fn eventfd(initval: libc::c_uint, flags: c_int) -> c_int {
     crate::real::guard("eventfd", || {
         // SAFETY: plain value arguments.
@@ -134,7 +139,8 @@ pub unsafe extern "C" fn eventfd(initval: libc::c_uint, flags: c_int) -> c_int {
 }
 
 /// `timerfd_create(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_timerfd_create")]
 pub unsafe extern "C" fn timerfd_create(clock: libc::clockid_t, flags: c_int) -> c_int {
     crate::real::guard("timerfd_create", || {
         // SAFETY: plain value arguments.
@@ -143,7 +149,8 @@ pub unsafe extern "C" fn timerfd_create(clock: libc::clockid_t, flags: c_int) ->
 }
 
 /// `signalfd(2)`: only a new signalfd (fd == -1) is created managed.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_signalfd")]
 pub unsafe extern "C" fn signalfd(fd: c_int, mask: *const libc::sigset_t, flags: c_int) -> c_int {
     crate::real::guard("signalfd", || {
         if fd != -1 {
@@ -156,7 +163,8 @@ pub unsafe extern "C" fn signalfd(fd: c_int, mask: *const libc::sigset_t, flags:
 }
 
 /// `inotify_init1(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_inotify_init1")]
 pub unsafe extern "C" fn inotify_init1(flags: c_int) -> c_int {
     crate::real::guard("inotify_init1", || {
         // SAFETY: plain value argument.
@@ -165,14 +173,16 @@ pub unsafe extern "C" fn inotify_init1(flags: c_int) -> c_int {
 }
 
 /// `inotify_init(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_inotify_init")]
 pub unsafe extern "C" fn inotify_init() -> c_int {
     // SAFETY: same call with no flags.
     unsafe { inotify_init1(0) }
 }
 
 /// `dup(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_dup")]
 pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
     crate::real::guard("dup", || {
         // SAFETY: plain value argument.
@@ -218,7 +228,8 @@ pub(crate) fn hand_back(fd: c_int) {
 /// `posix_spawn_file_actions_adddup2(3)`: a managed fd that a spawned child
 /// will get as its stdin/stdout/stderr is handed back now ([`hand_back`]);
 /// the dup itself happens inside glibc, out of sight.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_posix_spawn_file_actions_adddup2")]
 pub unsafe extern "C" fn posix_spawn_file_actions_adddup2(
     fa: *mut libc::posix_spawn_file_actions_t,
     fd: c_int,
@@ -235,7 +246,8 @@ pub unsafe extern "C" fn posix_spawn_file_actions_adddup2(
 }
 
 /// `dup2(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_dup2")]
 pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
     crate::real::guard("dup2", || {
         if !crate::is_patched() {
@@ -259,7 +271,8 @@ pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
 }
 
 /// `dup3(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_dup3")]
 pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
     crate::real::guard("dup3", || {
         if !crate::is_patched() {
@@ -285,7 +298,8 @@ pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
 }
 
 /// `fcntl(2)`; the third argument is read as a word (see `real`).
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_fcntl")]
 pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
     crate::real::guard("fcntl", || {
         if !crate::is_patched() {
@@ -335,14 +349,16 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
 }
 
 /// `fcntl64` is the same call on 64-bit glibc.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_fcntl64")]
 pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
     // SAFETY: same contract.
     unsafe { fcntl(fd, cmd, arg) }
 }
 
 /// `ioctl(2)`: `FIONBIO` on a managed fd changes the user's view only.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_ioctl")]
 pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
     crate::real::guard("ioctl", || {
         // SAFETY: forwarded unchanged; for FIONBIO the kernel validates `arg`.
@@ -364,7 +380,8 @@ pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
 
 /// `setsockopt(2)`: remembers `SO_RCVTIMEO`/`SO_SNDTIMEO` on managed sockets,
 /// since the kernel does not apply them to non-blocking sockets.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_setsockopt")]
 pub unsafe extern "C" fn setsockopt(fd: c_int, level: c_int, name: c_int, val: *const c_void, len: socklen_t) -> c_int {
     crate::real::guard("setsockopt", || {
         // SAFETY: forwarded unchanged; the kernel validates val/len.
@@ -389,7 +406,8 @@ pub unsafe extern "C" fn setsockopt(fd: c_int, level: c_int, name: c_int, val: *
 
 /// `close(2)`: fibers waiting on the fd wake with `EBADF`; its registration
 /// and bookkeeping go before the number can be reused.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_close")]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     crate::real::guard("close", || {
         // Even unpatched: a Rust API user may have waited on this fd through
@@ -419,7 +437,8 @@ fn forget_range(first: libc::c_uint, last: libc::c_uint) {
 
 /// `close_range(2)`: like `close` for each fd of the range (unless it only
 /// sets close-on-exec).
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_close_range")]
 pub unsafe extern "C" fn close_range(first: libc::c_uint, last: libc::c_uint, flags: c_int) -> c_int {
     crate::real::guard("close_range", || {
         if flags as libc::c_uint & libc::CLOSE_RANGE_CLOEXEC == 0 && first <= last {
@@ -431,7 +450,8 @@ pub unsafe extern "C" fn close_range(first: libc::c_uint, last: libc::c_uint, fl
 }
 
 /// `closefrom(3)` (glibc 2.34+): like `close` for every fd from `low` on.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_closefrom")]
 pub unsafe extern "C" fn closefrom(low: c_int) {
     crate::real::guard("closefrom", || {
         if low >= 0 {
@@ -440,4 +460,28 @@ pub unsafe extern "C" fn closefrom(low: c_int) {
         // SAFETY: forwarded unchanged.
         unsafe { next::closefrom(low) }
     })
+}
+
+// Entries of the interpose table (see `real::interpose!`).
+crate::real::interpose! {
+    socket,
+    socketpair,
+    pipe2,
+    pipe,
+    eventfd,
+    timerfd_create,
+    signalfd,
+    inotify_init1,
+    inotify_init,
+    dup,
+    posix_spawn_file_actions_adddup2,
+    dup2,
+    dup3,
+    fcntl,
+    fcntl64,
+    ioctl,
+    setsockopt,
+    close,
+    close_range,
+    closefrom,
 }

@@ -94,7 +94,8 @@ pub(crate) unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> ssize_t {
 macro_rules! offloaded {
     ($(fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {$(
         #[doc = concat!("`", stringify!($name), "(2)`: on the offload pool when fibers could run meanwhile.")]
-        #[no_mangle]
+        #[cfg_attr(not(greenhook_table), no_mangle)]
+        #[cfg_attr(greenhook_table, export_name = concat!("greenhook_", stringify!($name)))]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
             crate::real::guard(stringify!($name), || {
                 if !crate::cooperative() {
@@ -105,6 +106,7 @@ macro_rules! offloaded {
                 offload(move || unsafe { next::$name($($arg),*) })
             })
         }
+        crate::real::interpose!($name);
     )*};
 }
 
@@ -116,7 +118,8 @@ offloaded! {
 }
 
 /// `pread(2)`: regular files are read without stalling the hub.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pread")]
 pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: libc::size_t, off: off_t) -> ssize_t {
     crate::real::guard("pread", || {
         if !offloadable(fd) || off < 0 {
@@ -133,14 +136,16 @@ pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: libc::size_t, off
 }
 
 /// `pread64` is the same call on 64-bit glibc.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pread64")]
 pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, n: libc::size_t, off: off_t) -> ssize_t {
     // SAFETY: same contract.
     unsafe { pread(fd, buf, n, off) }
 }
 
 /// `preadv(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_preadv")]
 pub unsafe extern "C" fn preadv(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
     crate::real::guard("preadv", || {
         if !offloadable(fd) || off < 0 {
@@ -153,7 +158,8 @@ pub unsafe extern "C" fn preadv(fd: c_int, iov: *const iovec, cnt: c_int, off: o
 }
 
 /// `preadv64` is the same call on 64-bit glibc.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_preadv64")]
 pub unsafe extern "C" fn preadv64(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
     // SAFETY: same contract.
     unsafe { preadv(fd, iov, cnt, off) }
@@ -167,4 +173,12 @@ pub unsafe extern "C" fn preadv64(fd: c_int, iov: *const iovec, cnt: c_int, off:
 pub(crate) unsafe fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
     // SAFETY: caller's contract.
     unsafe { read_at(fd, iov, cnt, -1) }
+}
+
+// Entries of the interpose table (see `real::interpose!`).
+crate::real::interpose! {
+    pread,
+    pread64,
+    preadv,
+    preadv64,
 }

@@ -93,7 +93,8 @@ static WAITERS: AtomicUsize = AtomicUsize::new(0);
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The `syscall` hook.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_syscall")]
 pub unsafe extern "C" fn syscall(
     n: c_long,
     a1: c_long,
@@ -282,4 +283,9 @@ fn wake(uaddr: usize, n: usize, bitset: u32) -> usize {
     let k = woken.len();
     drop(woken); // outside the lock: each drop wakes its fiber
     k
+}
+
+// Entries of the interpose table (see `real::interpose!`).
+crate::real::interpose! {
+    syscall,
 }

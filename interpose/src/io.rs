@@ -312,7 +312,8 @@ unsafe fn iov_total(iov: *const iovec, cnt: c_int) -> usize {
 }
 
 /// `read(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_read")]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     crate::real::guard("read", || {
         // SAFETY: forwarded unchanged, possibly several times.
@@ -328,7 +329,8 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
 }
 
 /// `write(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_write")]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     crate::real::guard("write", || {
         let p = if n == 0 { Path::Pass } else { path(fd) };
@@ -348,7 +350,8 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
 }
 
 /// `readv(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_readv")]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
     crate::real::guard("readv", || {
         // SAFETY: forwarded unchanged.
@@ -364,7 +367,8 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssiz
 }
 
 /// `writev(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_writev")]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
     crate::real::guard("writev", || {
         match path(fd) {
@@ -394,7 +398,8 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssi
 }
 
 /// `recv(2)`; `MSG_WAITALL` keeps its meaning, `MSG_DONTWAIT` passes through.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_recv")]
 pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
     crate::real::guard("recv", || {
         let p = if flags & libc::MSG_DONTWAIT != 0 {
@@ -446,7 +451,8 @@ fn recv_all(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
 }
 
 /// `recvfrom(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_recvfrom")]
 pub unsafe extern "C" fn recvfrom(
     fd: c_int,
     buf: *mut c_void,
@@ -483,7 +489,8 @@ pub unsafe extern "C" fn recvfrom(
 }
 
 /// `recvmsg(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_recvmsg")]
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
     crate::real::guard("recvmsg", || {
         let p = if flags & libc::MSG_DONTWAIT != 0 {
@@ -510,7 +517,8 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
 /// `recvmmsg(2)`: waits for the first message, then, like a blocking
 /// socket, keeps filling the vector unless `MSG_WAITFORONE` was given or the
 /// timeout (checked after each message, as the kernel does) has passed.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_recvmmsg")]
 pub unsafe extern "C" fn recvmmsg(
     fd: c_int,
     v: *mut libc::mmsghdr,
@@ -557,7 +565,8 @@ pub unsafe extern "C" fn recvmmsg(
 }
 
 /// `send(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_send")]
 pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
     crate::real::guard("send", || {
         let p = if flags & libc::MSG_DONTWAIT != 0 || n == 0 {
@@ -584,7 +593,8 @@ pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c
 }
 
 /// `sendto(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_sendto")]
 pub unsafe extern "C" fn sendto(
     fd: c_int,
     buf: *const c_void,
@@ -607,7 +617,8 @@ pub unsafe extern "C" fn sendto(
 
 /// `sendmsg(2)`: continued after a partial send on stream sockets, without
 /// sending ancillary data twice.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_sendmsg")]
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
     crate::real::guard("sendmsg", || {
         if path(fd) != Path::Managed || flags & libc::MSG_DONTWAIT != 0 || msg.is_null() {
@@ -638,7 +649,8 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
 }
 
 /// `sendmmsg(2)`: waits until at least one message is sent.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_sendmmsg")]
 pub unsafe extern "C" fn sendmmsg(fd: c_int, v: *mut libc::mmsghdr, n: c_uint, flags: c_int) -> c_int {
     crate::real::guard("sendmmsg", || {
         if path(fd) != Path::Managed || flags & libc::MSG_DONTWAIT != 0 {
@@ -653,7 +665,8 @@ pub unsafe extern "C" fn sendmmsg(fd: c_int, v: *mut libc::mmsghdr, n: c_uint, f
 }
 
 /// `sendfile(2)` to a managed socket or pipe.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_sendfile")]
 pub unsafe extern "C" fn sendfile(out: c_int, inp: c_int, off: *mut libc::off_t, n: size_t) -> ssize_t {
     crate::real::guard("sendfile", || {
         if path(out) != Path::Managed || n == 0 {
@@ -667,7 +680,8 @@ pub unsafe extern "C" fn sendfile(out: c_int, inp: c_int, off: *mut libc::off_t,
 }
 
 /// `sendfile64` is the same call on 64-bit glibc.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_sendfile64")]
 pub unsafe extern "C" fn sendfile64(out: c_int, inp: c_int, off: *mut libc::off_t, n: size_t) -> ssize_t {
     // SAFETY: same contract.
     unsafe { sendfile(out, inp, off, n) }
@@ -675,7 +689,8 @@ pub unsafe extern "C" fn sendfile64(out: c_int, inp: c_int, off: *mut libc::off_
 
 /// `connect(2)`: `EINPROGRESS` → wait writable (until `SO_SNDTIMEO`, then
 /// `EINPROGRESS` like the kernel) → the result from `SO_ERROR`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_connect")]
 pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
     crate::real::guard("connect", || {
         if path(fd) != Path::Managed {
@@ -723,7 +738,8 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
 }
 
 /// `accept4(2)`. Accepted sockets are managed while patched.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_accept4")]
 pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -> c_int {
     crate::real::guard("accept4", || {
         if !crate::active() {
@@ -746,8 +762,30 @@ pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut sockaddr, len: *mut sockl
 }
 
 /// `accept(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_accept")]
 pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
     // SAFETY: same contract as accept4 with no flags.
     unsafe { accept4(fd, addr, len, 0) }
+}
+
+// Entries of the interpose table (see `real::interpose!`).
+crate::real::interpose! {
+    read,
+    write,
+    readv,
+    writev,
+    recv,
+    recvfrom,
+    recvmsg,
+    recvmmsg,
+    send,
+    sendto,
+    sendmsg,
+    sendmmsg,
+    sendfile,
+    sendfile64,
+    connect,
+    accept4,
+    accept,
 }

@@ -26,6 +26,8 @@
 
 pub mod fdtable;
 pub(crate) mod real;
+#[cfg(all(greenhook_table, not(target_os = "macos")))]
+pub use real::{interpose_table, Interpose};
 
 // The platform split: the hooks below are written against Linux and glibc
 // (epoll, pidfd, signalfd, preadv2, glibc's FILE and pthread layouts, and
@@ -35,29 +37,28 @@ pub(crate) mod real;
 // arm64 variadic convention (arguments on the stack) for fcntl/ioctl/
 // syscall/scanf: not written yet, and nothing here can build or run macOS.
 // Elsewhere `patch_all` is a no-op and the Rust fiber API works unpatched.
-#[cfg(target_os = "linux")]
+#[cfg(greenhook_linux_hooks)]
 pub mod dns;
-#[cfg(target_os = "linux")]
+#[cfg(greenhook_linux_hooks)]
 pub mod fd;
-#[cfg(target_os = "linux")]
+#[cfg(greenhook_linux_hooks)]
 pub mod file;
-#[cfg(target_os = "linux")]
+#[cfg(greenhook_linux_hooks)]
 pub mod futex;
-#[cfg(target_os = "linux")]
+#[cfg(greenhook_linux_hooks)]
 pub mod io;
-#[cfg(target_os = "linux")]
+#[cfg(greenhook_linux_hooks)]
 pub mod poll;
-#[cfg(target_os = "linux")]
+#[cfg(greenhook_linux_hooks)]
 pub mod process;
-#[cfg(target_os = "linux")]
+#[cfg(greenhook_linux_hooks)]
 pub mod signal;
-#[cfg(target_os = "linux")]
+#[cfg(greenhook_linux_hooks)]
 pub mod stdio;
-#[cfg(target_os = "linux")]
+#[cfg(greenhook_linux_hooks)]
 pub mod sync;
-#[cfg(target_os = "linux")]
+#[cfg(greenhook_linux_hooks)]
 pub mod thread;
-#[cfg(target_os = "linux")]
 pub mod time;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -77,7 +78,7 @@ pub fn patch_all() {
 /// What both ways in (preload, patch_all) set up before patching.
 fn setup() {
     real::init_stats();
-    #[cfg(target_os = "linux")]
+    #[cfg(greenhook_linux_hooks)]
     {
         hub::internal::set_name_provider(thread::name_for_monitor);
         hub::internal::set_user_namer(thread::name_of);
@@ -118,7 +119,7 @@ pub(crate) fn cooperative_context() -> bool {
 /// `pthread_cancel` is pending and enabled.
 #[inline]
 pub(crate) fn cancel_point() {
-    #[cfg(target_os = "linux")]
+    #[cfg(greenhook_linux_hooks)]
     if thread::cancels_pending() {
         thread::testcancel()
     }
@@ -135,6 +136,7 @@ pub(crate) fn cooperative() -> bool {
 /// waits, and carries the worker's errno back (set last, as every hook
 /// does). The call may borrow the caller's memory: offload does not return
 /// before it has finished.
+#[cfg(greenhook_linux_hooks)]
 pub(crate) fn offload<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     let (r, e) = hub::offload(move || {
         let r = f();
@@ -146,13 +148,16 @@ pub(crate) fn offload<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 
 /// A closure over the caller's raw pointers, to run on an offload worker
 /// (raw pointers are not `Send`).
+#[cfg(greenhook_linux_hooks)]
 pub(crate) struct AssertSend<F>(pub(crate) F);
 
 // SAFETY: used only with `offload`/`hub::offload`, which keep the caller
 // (and so every pointer the closure holds) blocked until the closure has
 // returned; the functions called are thread-safe libc functions.
+#[cfg(greenhook_linux_hooks)]
 unsafe impl<F> Send for AssertSend<F> {}
 
+#[cfg(greenhook_linux_hooks)]
 impl<F> AssertSend<F> {
     /// Runs the closure (consuming the wrapper, so closures capture it whole).
     pub(crate) fn call<R>(self) -> R
@@ -187,13 +192,16 @@ fn loaded_as_shared_library() -> bool {
         }
         let name = std::ffi::CStr::from_ptr(info.dli_fname).to_bytes();
         let base = name.rsplit(|&c| c == b'/').next().unwrap_or(name);
-        base.starts_with(b"libgreenhook") && base.windows(3).any(|w| w == b".so")
+        // `libgreenhook.so` (Linux), `libgreenhook.dylib` (macOS).
+        base.starts_with(b"libgreenhook") && (base.windows(3).any(|w| w == b".so") || base.ends_with(b".dylib"))
     }
 }
 
 /// errno helpers for the C edge.
 pub(crate) mod errno {
-    pub(crate) use fiber::errno::{get, set};
+    #[cfg(greenhook_linux_hooks)]
+    pub(crate) use fiber::errno::get;
+    pub(crate) use fiber::errno::set;
 
     /// Sets errno and returns -1 (the usual failure return).
     #[inline]

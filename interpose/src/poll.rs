@@ -118,7 +118,8 @@ unsafe fn poll_interest(fds: *const pollfd, n: nfds_t) -> Vec<(c_int, Interest)>
 }
 
 /// `poll(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_poll")]
 pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
     crate::real::guard("poll", || {
         if !cooperative() || timeout == 0 {
@@ -140,7 +141,8 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
 }
 
 /// `ppoll(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_ppoll")]
 pub unsafe extern "C" fn ppoll(fds: *mut pollfd, n: nfds_t, t: *const timespec, mask: *const sigset_t) -> c_int {
     crate::real::guard("ppoll", || {
         let deadline = ts_deadline(t);
@@ -227,7 +229,8 @@ impl Sets {
 }
 
 /// `select(2)`; like Linux, updates `*t` with the time not slept.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_select")]
 pub unsafe extern "C" fn select(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mut fd_set, t: *mut timeval) -> c_int {
     crate::real::guard("select", || {
         // SAFETY: non-null caller pointer.
@@ -277,7 +280,8 @@ pub unsafe extern "C" fn select(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mu
 }
 
 /// `pselect(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pselect")]
 pub unsafe extern "C" fn pselect(
     n: c_int,
     r: *mut fd_set,
@@ -327,7 +331,8 @@ fn epoll_common(ep: c_int, deadline: Option<Instant>, mut probe: impl FnMut() ->
 }
 
 /// `epoll_wait(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_epoll_wait")]
 pub unsafe extern "C" fn epoll_wait(ep: c_int, ev: *mut epoll_event, max: c_int, timeout: c_int) -> c_int {
     crate::real::guard("epoll_wait", || {
         if !cooperative() || timeout == 0 {
@@ -340,7 +345,8 @@ pub unsafe extern "C" fn epoll_wait(ep: c_int, ev: *mut epoll_event, max: c_int,
 }
 
 /// `epoll_pwait(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_epoll_pwait")]
 pub unsafe extern "C" fn epoll_pwait(
     ep: c_int,
     ev: *mut epoll_event,
@@ -362,7 +368,8 @@ pub unsafe extern "C" fn epoll_pwait(
 
 /// `epoll_pwait2(2)` (glibc 2.35+): a timespec timeout, null = forever.
 /// Zero-timeout probes go through `epoll_pwait`, which is equivalent.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_epoll_pwait2")]
 pub unsafe extern "C" fn epoll_pwait2(
     ep: c_int,
     ev: *mut epoll_event,
@@ -384,4 +391,15 @@ pub unsafe extern "C" fn epoll_pwait2(
         // SAFETY: forwarded with a zero timeout.
         epoll_common(ep, deadline, || unsafe { next::epoll_pwait(ep, ev, max, 0, m) })
     })
+}
+
+// Entries of the interpose table (see `real::interpose!`).
+crate::real::interpose! {
+    poll,
+    ppoll,
+    select,
+    pselect,
+    epoll_wait,
+    epoll_pwait,
+    epoll_pwait2,
 }

@@ -156,7 +156,8 @@ fn pidfd_fits(options: c_int) -> bool {
 }
 
 /// `waitpid(2)`: waits on the hub, not in the kernel.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_waitpid")]
 pub unsafe extern "C" fn waitpid(pid: pid_t, status: *mut c_int, options: c_int) -> pid_t {
     crate::real::guard("waitpid", || {
         if !cooperative() || options & libc::WNOHANG != 0 {
@@ -177,14 +178,16 @@ pub unsafe extern "C" fn waitpid(pid: pid_t, status: *mut c_int, options: c_int)
 }
 
 /// `wait(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_wait")]
 pub unsafe extern "C" fn wait(status: *mut c_int) -> pid_t {
     // SAFETY: same contract.
     unsafe { waitpid(-1, status, 0) }
 }
 
 /// `wait4(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_wait4")]
 pub unsafe extern "C" fn wait4(pid: pid_t, status: *mut c_int, options: c_int, ru: *mut rusage) -> pid_t {
     crate::real::guard("wait4", || {
         if !cooperative() || options & libc::WNOHANG != 0 {
@@ -205,7 +208,8 @@ pub unsafe extern "C" fn wait4(pid: pid_t, status: *mut c_int, options: c_int, r
 }
 
 /// `wait3(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_wait3")]
 pub unsafe extern "C" fn wait3(status: *mut c_int, options: c_int, ru: *mut rusage) -> pid_t {
     // SAFETY: same contract.
     unsafe { wait4(-1, status, options, ru) }
@@ -213,7 +217,8 @@ pub unsafe extern "C" fn wait3(status: *mut c_int, options: c_int, ru: *mut rusa
 
 /// `waitid(2)`: with `WNOHANG` the kernel leaves `si_pid` 0 when no child
 /// is ready; we zero it before each try to tell.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_waitid")]
 pub unsafe extern "C" fn waitid(idtype: idtype_t, id: libc::id_t, info: *mut siginfo_t, options: c_int) -> c_int {
     crate::real::guard("waitid", || {
         if !cooperative() || options & libc::WNOHANG != 0 || info.is_null() {
@@ -242,7 +247,8 @@ pub unsafe extern "C" fn waitid(idtype: idtype_t, id: libc::id_t, info: *mut sig
 
 /// `system(3)`: on the offload pool (see the module docs for the signal
 /// consequences).
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_system")]
 pub unsafe extern "C" fn system(cmd: *const c_char) -> c_int {
     crate::real::guard("system", || {
         if !cooperative() {
@@ -274,7 +280,8 @@ pub unsafe extern "C" fn system(cmd: *const c_char) -> c_int {
 
 /// `pclose(3)`: forgets the pipe's registration, then waits for the child on
 /// the offload pool.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pclose")]
 pub unsafe extern "C" fn pclose(f: *mut c_void) -> c_int {
     crate::real::guard("pclose", || {
         if !crate::active() {
@@ -297,7 +304,8 @@ pub unsafe extern "C" fn pclose(f: *mut c_void) -> c_int {
 }
 
 /// `fork(2)`: in the child, the calling context becomes the hub's only one.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_fork")]
 pub unsafe extern "C" fn fork() -> pid_t {
     crate::real::guard("fork", || {
         // SAFETY: forwarded unchanged.
@@ -314,15 +322,31 @@ pub unsafe extern "C" fn fork() -> pid_t {
 
 /// `vfork(2)`, implemented as [`fork`]: a hook is a function the child
 /// would return from, which a real `vfork` child must never do.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_vfork")]
 pub unsafe extern "C" fn vfork() -> pid_t {
     // SAFETY: same contract as fork (stricter for the caller).
     unsafe { fork() }
 }
 
 /// `__vfork`, glibc's alias of `vfork`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook___vfork")]
 pub unsafe extern "C" fn __vfork() -> pid_t {
     // SAFETY: as vfork.
     unsafe { fork() }
+}
+
+// Entries of the interpose table (see `real::interpose!`).
+crate::real::interpose! {
+    waitpid,
+    wait,
+    wait4,
+    wait3,
+    waitid,
+    system,
+    pclose,
+    fork,
+    vfork,
+    __vfork,
 }

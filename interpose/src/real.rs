@@ -152,3 +152,67 @@ fn abort_in(name: &'static str) -> ! {
     eprintln!("greenhook: panic inside the {name} hook; aborting");
     std::process::abort()
 }
+
+/// One entry of an interpose table: dyld's `struct interpose` from
+/// `<mach-o/dyld-interposing.h>`, two code addresses.
+#[cfg(greenhook_table)]
+#[repr(C)]
+pub struct Interpose {
+    /// Our hook (`greenhook_<name>`).
+    pub replacement: *const (),
+    /// The libc function it stands in for.
+    pub replacee: *const (),
+}
+
+// SAFETY: two immutable code addresses.
+#[cfg(greenhook_table)]
+unsafe impl Sync for Interpose {}
+
+/// Lists hooks in the image's interpose table (compiled only with
+/// `cfg(greenhook_table)`: on macOS, or on Linux with
+/// `--cfg greenhook_interpose_table` so that a test can check the table).
+///
+/// On macOS `DYLD_INSERT_LIBRARIES` cannot rely on symbol order the way
+/// `LD_PRELOAD` does: dyld reads the `__DATA,__interpose` section of an
+/// inserted image, pairs of (replacement, replacee), and binds every other
+/// image's references to the replacee to the replacement. Our own image is
+/// exempt, which is why the hooks are then exported as `greenhook_<name>`
+/// (so the replacee below names libc's function, not ours) and why the
+/// `real!` lookups still reach libc.
+macro_rules! interpose {
+    ($($name:ident),* $(,)?) => {$(
+        #[cfg(greenhook_table)]
+        const _: () = {
+            extern "C" {
+                #[link_name = stringify!($name)]
+                fn replacee();
+            }
+            #[used]
+            #[cfg_attr(target_os = "macos", link_section = "__DATA,__interpose")]
+            #[cfg_attr(not(target_os = "macos"), link_section = "greenhook_interpose")]
+            static ENTRY: $crate::real::Interpose = $crate::real::Interpose {
+                replacement: $name as *const (),
+                replacee: replacee as *const (),
+            };
+        };
+    )*};
+}
+pub(crate) use interpose;
+
+/// The interpose table of this image (Linux check build only: the
+/// `greenhook_interpose` section, bounded by the linker's `__start_`/
+/// `__stop_` symbols).
+#[cfg(all(greenhook_table, not(target_os = "macos")))]
+pub fn interpose_table() -> &'static [Interpose] {
+    extern "C" {
+        static __start_greenhook_interpose: Interpose;
+        static __stop_greenhook_interpose: Interpose;
+    }
+    let (a, b) = (
+        &raw const __start_greenhook_interpose,
+        &raw const __stop_greenhook_interpose,
+    );
+    // SAFETY: the linker bounds the section with these two symbols; it holds
+    // only `Interpose` statics (all of this crate's `interpose!` entries).
+    unsafe { std::slice::from_raw_parts(a, b.offset_from(a) as usize) }
+}

@@ -225,7 +225,8 @@ unsafe fn install(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_i
 }
 
 /// `sigaction(2)`: the user's handler runs behind a trampoline.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_sigaction")]
 pub unsafe extern "C" fn sigaction(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int {
     crate::real::guard("sigaction", || {
         if !fibers_mode() || !valid(sig) || bit(sig) & (UNBLOCKABLE | SYNCHRONOUS) != 0 {
@@ -258,19 +259,22 @@ fn signal_with(sig: c_int, h: libc::sighandler_t, flags: c_int) -> libc::sighand
 
 /// `signal(2)` (BSD semantics, like glibc: `SA_RESTART`). glibc's own
 /// `signal` reaches its internal `sigaction`, so it needs this hook.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_signal")]
 pub unsafe extern "C" fn signal(sig: c_int, h: libc::sighandler_t) -> libc::sighandler_t {
     crate::real::guard("signal", || signal_with(sig, h, libc::SA_RESTART))
 }
 
 /// `bsd_signal(3)`: same as `signal`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_bsd_signal")]
 pub unsafe extern "C" fn bsd_signal(sig: c_int, h: libc::sighandler_t) -> libc::sighandler_t {
     crate::real::guard("bsd_signal", || signal_with(sig, h, libc::SA_RESTART))
 }
 
 /// `sysv_signal(3)`: one-shot, not deferred, not restarting.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_sysv_signal")]
 pub unsafe extern "C" fn sysv_signal(sig: c_int, h: libc::sighandler_t) -> libc::sighandler_t {
     crate::real::guard("sysv_signal", || {
         signal_with(sig, h, libc::SA_RESETHAND | libc::SA_NODEFER)
@@ -480,7 +484,8 @@ fn change_mask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
 }
 
 /// `pthread_sigmask(3)`: per fiber.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_sigmask")]
 pub unsafe extern "C" fn pthread_sigmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
     crate::real::guard("pthread_sigmask", || {
         if !virtual_masks() {
@@ -492,7 +497,8 @@ pub unsafe extern "C" fn pthread_sigmask(how: c_int, set: *const sigset_t, old: 
 }
 
 /// `sigprocmask(2)`: the calling fiber's mask (as in a threaded process).
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_sigprocmask")]
 pub unsafe extern "C" fn sigprocmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
     crate::real::guard("sigprocmask", || {
         if !virtual_masks() {
@@ -522,7 +528,8 @@ fn wait_for_handler(mask: u64) {
 }
 
 /// `pause(2)`: suspends only the calling fiber.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pause")]
 pub unsafe extern "C" fn pause() -> c_int {
     crate::real::guard("pause", || {
         if !cooperative() {
@@ -537,7 +544,8 @@ pub unsafe extern "C" fn pause() -> c_int {
 }
 
 /// `sigsuspend(2)`: the fiber's mask is replaced while it waits.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_sigsuspend")]
 pub unsafe extern "C" fn sigsuspend(mask: *const sigset_t) -> c_int {
     crate::real::guard("sigsuspend", || {
         if !cooperative() {
@@ -630,7 +638,8 @@ fn timed_wait(set: *const sigset_t, info: *mut siginfo_t, deadline: Option<Insta
 }
 
 /// `sigtimedwait(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_sigtimedwait")]
 pub unsafe extern "C" fn sigtimedwait(set: *const sigset_t, info: *mut siginfo_t, ts: *const timespec) -> c_int {
     crate::real::guard("sigtimedwait", || {
         if !cooperative() || set.is_null() {
@@ -650,7 +659,8 @@ pub unsafe extern "C" fn sigtimedwait(set: *const sigset_t, info: *mut siginfo_t
 }
 
 /// `sigwaitinfo(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_sigwaitinfo")]
 pub unsafe extern "C" fn sigwaitinfo(set: *const sigset_t, info: *mut siginfo_t) -> c_int {
     crate::real::guard("sigwaitinfo", || {
         if !cooperative() || set.is_null() {
@@ -662,7 +672,8 @@ pub unsafe extern "C" fn sigwaitinfo(set: *const sigset_t, info: *mut siginfo_t)
 }
 
 /// `sigwait(3)`: returns an error number; never fails with EINTR.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_sigwait")]
 pub unsafe extern "C" fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int {
     crate::real::guard("sigwait", || {
         if !cooperative() || set.is_null() {
@@ -705,4 +716,19 @@ pub(crate) fn after_fork_child() {
         }
         apply_real_mask();
     }
+}
+
+// Entries of the interpose table (see `real::interpose!`).
+crate::real::interpose! {
+    sigaction,
+    signal,
+    bsd_signal,
+    sysv_signal,
+    pthread_sigmask,
+    sigprocmask,
+    pause,
+    sigsuspend,
+    sigtimedwait,
+    sigwaitinfo,
+    sigwait,
 }

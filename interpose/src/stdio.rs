@@ -318,13 +318,15 @@ fn fgets_impl(s: *mut c_char, n: c_int, f: *mut FILE, lock: bool) -> *mut c_char
 }
 
 /// `fgets(3)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_fgets")]
 pub unsafe extern "C" fn fgets(s: *mut c_char, n: c_int, f: *mut FILE) -> *mut c_char {
     crate::real::guard("fgets", || fgets_impl(s, n, f, true))
 }
 
 /// `fgets_unlocked(3)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_fgets_unlocked")]
 pub unsafe extern "C" fn fgets_unlocked(s: *mut c_char, n: c_int, f: *mut FILE) -> *mut c_char {
     crate::real::guard("fgets_unlocked", || fgets_impl(s, n, f, false))
 }
@@ -358,19 +360,22 @@ fn fread_impl(p: *mut c_void, size: size_t, n: size_t, f: *mut FILE, lock: bool)
 }
 
 /// `fread(3)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_fread")]
 pub unsafe extern "C" fn fread(p: *mut c_void, size: size_t, n: size_t, f: *mut FILE) -> size_t {
     crate::real::guard("fread", || fread_impl(p, size, n, f, true))
 }
 
 /// `fread_unlocked(3)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_fread_unlocked")]
 pub unsafe extern "C" fn fread_unlocked(p: *mut c_void, size: size_t, n: size_t, f: *mut FILE) -> size_t {
     crate::real::guard("fread_unlocked", || fread_impl(p, size, n, f, false))
 }
 
 /// `getdelim(3)`: cooperative for pipes, sockets and ttys.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_getdelim")]
 pub unsafe extern "C" fn getdelim(line: *mut *mut c_char, n: *mut size_t, delim: c_int, f: *mut FILE) -> ssize_t {
     crate::real::guard("getdelim", || {
         if line.is_null() || n.is_null() || kind(f) == Kind::Pass {
@@ -452,14 +457,16 @@ unsafe fn getdelim_coop(line: &mut *mut c_char, n: &mut size_t, delim: u8, f: *m
 }
 
 /// `getline(3)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_getline")]
 pub unsafe extern "C" fn getline(line: *mut *mut c_char, n: *mut size_t, f: *mut FILE) -> ssize_t {
     // SAFETY: same contract as getdelim with '\n'.
     unsafe { getdelim(line, n, b'\n' as c_int, f) }
 }
 
 /// `__getdelim`, glibc's alias that `getline` users may import.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook___getdelim")]
 pub unsafe extern "C" fn __getdelim(line: *mut *mut c_char, n: *mut size_t, delim: c_int, f: *mut FILE) -> ssize_t {
     // SAFETY: same contract.
     unsafe { getdelim(line, n, delim, f) }
@@ -468,7 +475,8 @@ pub unsafe extern "C" fn __getdelim(line: *mut *mut c_char, n: *mut size_t, deli
 macro_rules! getc_hooks {
     ($($name:ident($($arg:ident),*) on $file:expr => $real:ident;)*) => {$(
         #[doc = concat!("`", stringify!($name), "(3)`: waits for input on the hub when the buffer is empty.")]
-        #[no_mangle]
+        #[cfg_attr(not(greenhook_table), no_mangle)]
+        #[cfg_attr(greenhook_table, export_name = concat!("greenhook_", stringify!($name)))]
         pub unsafe extern "C" fn $name($($arg: *mut FILE),*) -> c_int {
             crate::real::guard(stringify!($name), || {
                 // SAFETY: reading the stdio globals.
@@ -478,6 +486,7 @@ macro_rules! getc_hooks {
                 getc_with(f, || unsafe { next::$real(f) })
             })
         }
+        crate::real::interpose!($name);
     )*};
 }
 
@@ -511,14 +520,16 @@ fn scan(f: *mut FILE, op: impl FnOnce() -> c_int) -> c_int {
 }
 
 /// `vfscanf(3)` (`ap` is a `va_list`, a pointer on these ABIs).
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_vfscanf")]
 pub unsafe extern "C" fn vfscanf(f: *mut FILE, fmt: *const c_char, ap: *mut c_void) -> c_int {
     // SAFETY: forwarded unchanged.
     crate::real::guard("vfscanf", || scan(f, || unsafe { next::vfscanf(f, fmt, ap) }))
 }
 
 /// `__isoc99_vfscanf`: C99 `vfscanf`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook___isoc99_vfscanf")]
 pub unsafe extern "C" fn __isoc99_vfscanf(f: *mut FILE, fmt: *const c_char, ap: *mut c_void) -> c_int {
     crate::real::guard("__isoc99_vfscanf", || {
         // SAFETY: forwarded unchanged.
@@ -527,14 +538,16 @@ pub unsafe extern "C" fn __isoc99_vfscanf(f: *mut FILE, fmt: *const c_char, ap: 
 }
 
 /// `vscanf(3)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_vscanf")]
 pub unsafe extern "C" fn vscanf(fmt: *const c_char, ap: *mut c_void) -> c_int {
     // SAFETY: reading the stdio global; same contract as vfscanf.
     unsafe { vfscanf(stdin, fmt, ap) }
 }
 
 /// `__isoc99_vscanf`: C99 `vscanf`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook___isoc99_vscanf")]
 pub unsafe extern "C" fn __isoc99_vscanf(fmt: *const c_char, ap: *mut c_void) -> c_int {
     // SAFETY: reading the stdio global; same contract.
     unsafe { __isoc99_vfscanf(stdin, fmt, ap) }
@@ -544,7 +557,8 @@ macro_rules! scanf_hooks {
     ($($name:ident / $sname:ident => $real:ident;)*) => {$(
         #[doc = concat!("`", stringify!($name), "`: variadic, forwarded as 16 pointer words (see the module docs).")]
         #[allow(clippy::too_many_arguments)]
-        #[no_mangle]
+        #[cfg_attr(not(greenhook_table), no_mangle)]
+        #[cfg_attr(greenhook_table, export_name = concat!("greenhook_", stringify!($name)))]
         pub unsafe extern "C" fn $name(
             f: *mut FILE, fmt: *const c_char, a0: usize, a1: usize, a2: usize, a3: usize, a4: usize, a5: usize,
             a6: usize, a7: usize, a8: usize, a9: usize, a10: usize, a11: usize, a12: usize, a13: usize,
@@ -560,7 +574,8 @@ macro_rules! scanf_hooks {
 
         #[doc = concat!("`", stringify!($sname), "`: [`", stringify!($name), "`] on stdin.")]
         #[allow(clippy::too_many_arguments)]
-        #[no_mangle]
+        #[cfg_attr(not(greenhook_table), no_mangle)]
+        #[cfg_attr(greenhook_table, export_name = concat!("greenhook_", stringify!($sname)))]
         pub unsafe extern "C" fn $sname(
             fmt: *const c_char, a0: usize, a1: usize, a2: usize, a3: usize, a4: usize, a5: usize, a6: usize,
             a7: usize, a8: usize, a9: usize, a10: usize, a11: usize, a12: usize, a13: usize, a14: usize,
@@ -569,6 +584,7 @@ macro_rules! scanf_hooks {
             // SAFETY: reading the stdio global; same contract.
             unsafe { $name(stdin, fmt, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15) }
         }
+        crate::real::interpose!($name, $sname);
     )*};
 }
 
@@ -689,19 +705,22 @@ fn fwrite_impl(p: *const c_void, size: size_t, n: size_t, f: *mut FILE, lock: bo
 
 /// `fwrite(3)`: fed to glibc in `PIPE_BUF` pieces, each after waiting for
 /// writability.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_fwrite")]
 pub unsafe extern "C" fn fwrite(p: *const c_void, size: size_t, n: size_t, f: *mut FILE) -> size_t {
     crate::real::guard("fwrite", || fwrite_impl(p, size, n, f, true))
 }
 
 /// `fwrite_unlocked(3)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_fwrite_unlocked")]
 pub unsafe extern "C" fn fwrite_unlocked(p: *const c_void, size: size_t, n: size_t, f: *mut FILE) -> size_t {
     crate::real::guard("fwrite_unlocked", || fwrite_impl(p, size, n, f, false))
 }
 
 /// `fputs(3)`: as `fwrite` of the string.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_fputs")]
 pub unsafe extern "C" fn fputs(s: *const c_char, f: *mut FILE) -> c_int {
     crate::real::guard("fputs", || {
         // SAFETY: a NUL-terminated string (fputs' contract).
@@ -715,7 +734,8 @@ pub unsafe extern "C" fn fputs(s: *const c_char, f: *mut FILE) -> c_int {
 }
 
 /// `puts(3)`: the string and a newline, as one locked sequence.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_puts")]
 pub unsafe extern "C" fn puts(s: *const c_char) -> c_int {
     crate::real::guard("puts", || {
         // SAFETY: reading the stdio global.
@@ -733,7 +753,8 @@ pub unsafe extern "C" fn puts(s: *const c_char) -> c_int {
 }
 
 /// `fputc(3)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_fputc")]
 pub unsafe extern "C" fn fputc(c: c_int, f: *mut FILE) -> c_int {
     crate::real::guard("fputc", || {
         // SAFETY: forwarded unchanged.
@@ -742,21 +763,24 @@ pub unsafe extern "C" fn fputc(c: c_int, f: *mut FILE) -> c_int {
 }
 
 /// `putc(3)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_putc")]
 pub unsafe extern "C" fn putc(c: c_int, f: *mut FILE) -> c_int {
     // SAFETY: forwarded unchanged.
     crate::real::guard("putc", || output(f, Some(1), libc::EOF, || unsafe { next::putc(c, f) }))
 }
 
 /// `putchar(3)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_putchar")]
 pub unsafe extern "C" fn putchar(c: c_int) -> c_int {
     // SAFETY: reading the stdio global; same contract as putc.
     unsafe { putc(c, stdout) }
 }
 
 /// `fflush(3)` (a null stream flushes all streams: passed through).
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_fflush")]
 pub unsafe extern "C" fn fflush(f: *mut FILE) -> c_int {
     crate::real::guard("fflush", || {
         if f.is_null() {
@@ -775,7 +799,8 @@ pub unsafe extern "C" fn fflush(f: *mut FILE) -> c_int {
 /// for, report an error and drop buffered data. Blocking underneath, the
 /// worst case is a stall, never a loss: the hooks above wait for readiness
 /// before each call that may read or write.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_fdopen")]
 pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
     crate::real::guard("fdopen", || {
         // SAFETY: forwarded unchanged.
@@ -790,7 +815,8 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
 /// `fclose(3)`: waits (cooperatively) until the final flush fits, and drops
 /// the hub's registration of the fd before glibc closes it internally,
 /// where no `close` hook sees it.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_fclose")]
 pub unsafe extern "C" fn fclose(f: *mut FILE) -> c_int {
     crate::real::guard("fclose", || {
         let fd = fd_of(f);
@@ -807,7 +833,8 @@ pub unsafe extern "C" fn fclose(f: *mut FILE) -> c_int {
 }
 
 /// `vfprintf(3)` (`ap` is a `va_list`, a pointer on these ABIs).
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_vfprintf")]
 pub unsafe extern "C" fn vfprintf(f: *mut FILE, fmt: *const c_char, ap: *mut c_void) -> c_int {
     crate::real::guard("vfprintf", || {
         // SAFETY: forwarded unchanged.
@@ -816,8 +843,36 @@ pub unsafe extern "C" fn vfprintf(f: *mut FILE, fmt: *const c_char, ap: *mut c_v
 }
 
 /// `vprintf(3)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_vprintf")]
 pub unsafe extern "C" fn vprintf(fmt: *const c_char, ap: *mut c_void) -> c_int {
     // SAFETY: reading the stdio global; same contract as vfprintf.
     unsafe { vfprintf(stdout, fmt, ap) }
+}
+
+// Entries of the interpose table (see `real::interpose!`).
+crate::real::interpose! {
+    fgets,
+    fgets_unlocked,
+    fread,
+    fread_unlocked,
+    getdelim,
+    getline,
+    __getdelim,
+    vfscanf,
+    __isoc99_vfscanf,
+    vscanf,
+    __isoc99_vscanf,
+    fwrite,
+    fwrite_unlocked,
+    fputs,
+    puts,
+    fputc,
+    putc,
+    putchar,
+    fflush,
+    fdopen,
+    fclose,
+    vfprintf,
+    vprintf,
 }

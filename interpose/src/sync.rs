@@ -332,7 +332,8 @@ pub(crate) fn owner_died() {
 }
 
 /// `pthread_mutex_consistent`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_mutex_consistent")]
 pub unsafe extern "C" fn pthread_mutex_consistent(m: *mut pthread_mutex_t) -> c_int {
     crate::real::guard("pthread_mutex_consistent", || {
         if !emulate() {
@@ -354,7 +355,8 @@ pub unsafe extern "C" fn pthread_mutex_consistent(m: *mut pthread_mutex_t) -> c_
 }
 
 /// `pthread_mutex_lock`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_mutex_lock")]
 pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
     crate::real::guard("pthread_mutex_lock", || {
         if !emulate() {
@@ -367,7 +369,8 @@ pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
 }
 
 /// `pthread_mutex_trylock`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_mutex_trylock")]
 pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int {
     crate::real::guard("pthread_mutex_trylock", || {
         if !emulate() {
@@ -397,7 +400,8 @@ fn far_future() -> Option<Instant> {
 }
 
 /// `pthread_mutex_timedlock` (CLOCK_REALTIME).
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_mutex_timedlock")]
 pub unsafe extern "C" fn pthread_mutex_timedlock(m: *mut pthread_mutex_t, t: *const timespec) -> c_int {
     crate::real::guard("pthread_mutex_timedlock", || {
         if !emulate() {
@@ -410,7 +414,8 @@ pub unsafe extern "C" fn pthread_mutex_timedlock(m: *mut pthread_mutex_t, t: *co
 }
 
 /// `pthread_mutex_clocklock`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_mutex_clocklock")]
 pub unsafe extern "C" fn pthread_mutex_clocklock(m: *mut pthread_mutex_t, c: clockid_t, t: *const timespec) -> c_int {
     crate::real::guard("pthread_mutex_clocklock", || {
         if !emulate() {
@@ -423,7 +428,8 @@ pub unsafe extern "C" fn pthread_mutex_clocklock(m: *mut pthread_mutex_t, c: clo
 }
 
 /// `pthread_mutex_unlock`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_mutex_unlock")]
 pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
     crate::real::guard("pthread_mutex_unlock", || {
         if !emulate() {
@@ -439,7 +445,8 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
 }
 
 /// `pthread_mutex_destroy`: EBUSY while locked.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_mutex_destroy")]
 pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int {
     crate::real::guard("pthread_mutex_destroy", || {
         // SAFETY: the caller's mutex.
@@ -502,7 +509,8 @@ unsafe fn cond_wait(
 }
 
 /// `pthread_cond_wait`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_cond_wait")]
 pub unsafe extern "C" fn pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t) -> c_int {
     crate::real::guard("pthread_cond_wait", || {
         if !emulate() {
@@ -515,7 +523,8 @@ pub unsafe extern "C" fn pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthre
 }
 
 /// `pthread_cond_timedwait`, on the condvar's clock.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_cond_timedwait")]
 pub unsafe extern "C" fn pthread_cond_timedwait(
     c: *mut pthread_cond_t,
     m: *mut pthread_mutex_t,
@@ -532,7 +541,8 @@ pub unsafe extern "C" fn pthread_cond_timedwait(
 }
 
 /// `pthread_cond_clockwait`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_cond_clockwait")]
 pub unsafe extern "C" fn pthread_cond_clockwait(
     c: *mut pthread_cond_t,
     m: *mut pthread_mutex_t,
@@ -550,7 +560,8 @@ pub unsafe extern "C" fn pthread_cond_clockwait(
 }
 
 /// `pthread_cond_signal`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_cond_signal")]
 pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
     crate::real::guard("pthread_cond_signal", || {
         if !emulate() {
@@ -563,7 +574,8 @@ pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
 }
 
 /// `pthread_cond_broadcast`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_cond_broadcast")]
 pub unsafe extern "C" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
     crate::real::guard("pthread_cond_broadcast", || {
         if !emulate() {
@@ -646,7 +658,8 @@ unsafe fn rw_timed(l: *mut libc::pthread_rwlock_t, write: bool, clock: clockid_t
 macro_rules! rw_hook {
     ($name:ident, $write:expr, $wait:expr) => {
         /// Fiber-aware rwlock operation of the same name.
-        #[no_mangle]
+        #[cfg_attr(not(greenhook_table), no_mangle)]
+        #[cfg_attr(greenhook_table, export_name = concat!("greenhook_", stringify!($name)))]
         pub unsafe extern "C" fn $name(l: *mut libc::pthread_rwlock_t) -> c_int {
             crate::real::guard(stringify!($name), || {
                 if !emulate() {
@@ -657,6 +670,7 @@ macro_rules! rw_hook {
                 unsafe { rw_acquire(l, $write, $wait) }
             })
         }
+        crate::real::interpose!($name);
     };
 }
 rw_hook!(pthread_rwlock_rdlock, false, Ok(None));
@@ -665,7 +679,8 @@ rw_hook!(pthread_rwlock_tryrdlock, false, Err(()));
 rw_hook!(pthread_rwlock_trywrlock, true, Err(()));
 
 /// `pthread_rwlock_timedrdlock`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_rwlock_timedrdlock")]
 pub unsafe extern "C" fn pthread_rwlock_timedrdlock(l: *mut libc::pthread_rwlock_t, t: *const timespec) -> c_int {
     crate::real::guard("pthread_rwlock_timedrdlock", || {
         if !emulate() {
@@ -678,7 +693,8 @@ pub unsafe extern "C" fn pthread_rwlock_timedrdlock(l: *mut libc::pthread_rwlock
 }
 
 /// `pthread_rwlock_timedwrlock`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_rwlock_timedwrlock")]
 pub unsafe extern "C" fn pthread_rwlock_timedwrlock(l: *mut libc::pthread_rwlock_t, t: *const timespec) -> c_int {
     crate::real::guard("pthread_rwlock_timedwrlock", || {
         if !emulate() {
@@ -691,7 +707,8 @@ pub unsafe extern "C" fn pthread_rwlock_timedwrlock(l: *mut libc::pthread_rwlock
 }
 
 /// `pthread_rwlock_clockrdlock`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_rwlock_clockrdlock")]
 pub unsafe extern "C" fn pthread_rwlock_clockrdlock(
     l: *mut libc::pthread_rwlock_t,
     c: clockid_t,
@@ -708,7 +725,8 @@ pub unsafe extern "C" fn pthread_rwlock_clockrdlock(
 }
 
 /// `pthread_rwlock_clockwrlock`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_rwlock_clockwrlock")]
 pub unsafe extern "C" fn pthread_rwlock_clockwrlock(
     l: *mut libc::pthread_rwlock_t,
     c: clockid_t,
@@ -725,7 +743,8 @@ pub unsafe extern "C" fn pthread_rwlock_clockwrlock(
 }
 
 /// `pthread_rwlock_unlock`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_rwlock_unlock")]
 pub unsafe extern "C" fn pthread_rwlock_unlock(l: *mut libc::pthread_rwlock_t) -> c_int {
     crate::real::guard("pthread_rwlock_unlock", || {
         if !emulate() {
@@ -762,7 +781,8 @@ const BAR_ARRIVED: usize = 1;
 const BAR_GEN: usize = 2;
 
 /// `pthread_barrier_init` (our own layout when emulating).
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_barrier_init")]
 pub unsafe extern "C" fn pthread_barrier_init(
     b: *mut pthread_barrier_t,
     attr: *const libc::pthread_barrierattr_t,
@@ -789,7 +809,8 @@ pub unsafe extern "C" fn pthread_barrier_init(
 
 /// `pthread_barrier_wait`: exactly one waiter per round gets
 /// `PTHREAD_BARRIER_SERIAL_THREAD`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_barrier_wait")]
 pub unsafe extern "C" fn pthread_barrier_wait(b: *mut pthread_barrier_t) -> c_int {
     crate::real::guard("pthread_barrier_wait", || {
         if !emulate() {
@@ -816,7 +837,8 @@ pub unsafe extern "C" fn pthread_barrier_wait(b: *mut pthread_barrier_t) -> c_in
 }
 
 /// `pthread_barrier_destroy`: EBUSY while fibers wait on it.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_barrier_destroy")]
 pub unsafe extern "C" fn pthread_barrier_destroy(b: *mut pthread_barrier_t) -> c_int {
     crate::real::guard("pthread_barrier_destroy", || {
         if !emulate() {
@@ -835,7 +857,8 @@ pub unsafe extern "C" fn pthread_barrier_destroy(b: *mut pthread_barrier_t) -> c
 
 /// `pthread_spin_lock`: in a cooperative context, yields between attempts so
 /// the holder (another fiber) can run.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_spin_lock")]
 pub unsafe extern "C" fn pthread_spin_lock(l: *mut libc::pthread_spinlock_t) -> c_int {
     crate::real::guard("pthread_spin_lock", || {
         if !cooperate() {
@@ -924,7 +947,8 @@ fn sem_result(r: Result<(), c_int>) -> c_int {
 }
 
 /// `sem_wait`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_sem_wait")]
 pub unsafe extern "C" fn sem_wait(s: *mut libc::sem_t) -> c_int {
     crate::real::guard("sem_wait", || {
         if !cooperate() {
@@ -937,7 +961,8 @@ pub unsafe extern "C" fn sem_wait(s: *mut libc::sem_t) -> c_int {
 }
 
 /// `sem_timedwait` (CLOCK_REALTIME).
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_sem_timedwait")]
 pub unsafe extern "C" fn sem_timedwait(s: *mut libc::sem_t, t: *const timespec) -> c_int {
     crate::real::guard("sem_timedwait", || {
         if !cooperate() {
@@ -950,7 +975,8 @@ pub unsafe extern "C" fn sem_timedwait(s: *mut libc::sem_t, t: *const timespec) 
 }
 
 /// `sem_clockwait`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_sem_clockwait")]
 pub unsafe extern "C" fn sem_clockwait(s: *mut libc::sem_t, c: clockid_t, t: *const timespec) -> c_int {
     crate::real::guard("sem_clockwait", || {
         if !cooperate() {
@@ -964,7 +990,8 @@ pub unsafe extern "C" fn sem_clockwait(s: *mut libc::sem_t, c: clockid_t, t: *co
 
 /// `sem_post`: the real post (it also wakes kernel waiters in other
 /// processes), then a fiber parked on this semaphore.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_sem_post")]
 pub unsafe extern "C" fn sem_post(s: *mut libc::sem_t) -> c_int {
     crate::real::guard("sem_post", || {
         // SAFETY: pass-through.
@@ -974,4 +1001,33 @@ pub unsafe extern "C" fn sem_post(s: *mut libc::sem_t) -> c_int {
         }
         r
     })
+}
+
+// Entries of the interpose table (see `real::interpose!`).
+crate::real::interpose! {
+    pthread_mutex_consistent,
+    pthread_mutex_lock,
+    pthread_mutex_trylock,
+    pthread_mutex_timedlock,
+    pthread_mutex_clocklock,
+    pthread_mutex_unlock,
+    pthread_mutex_destroy,
+    pthread_cond_wait,
+    pthread_cond_timedwait,
+    pthread_cond_clockwait,
+    pthread_cond_signal,
+    pthread_cond_broadcast,
+    pthread_rwlock_timedrdlock,
+    pthread_rwlock_timedwrlock,
+    pthread_rwlock_clockrdlock,
+    pthread_rwlock_clockwrlock,
+    pthread_rwlock_unlock,
+    pthread_barrier_init,
+    pthread_barrier_wait,
+    pthread_barrier_destroy,
+    pthread_spin_lock,
+    sem_wait,
+    sem_timedwait,
+    sem_clockwait,
+    sem_post,
 }

@@ -198,7 +198,8 @@ fn default_attr_stack() -> usize {
 }
 
 /// `pthread_create`: a fiber on the caller's hub.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_create")]
 pub unsafe extern "C" fn pthread_create(
     t: *mut pthread_t,
     attr: *const pthread_attr_t,
@@ -377,7 +378,8 @@ pub(crate) fn testcancel() {
 }
 
 /// `pthread_exit`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_exit")]
 pub unsafe extern "C" fn pthread_exit(v: *mut c_void) -> ! {
     crate::real::guard("pthread_exit", || {
         if fibers_mode() {
@@ -481,7 +483,8 @@ fn join_rec(rec: Rc<Record>, t: pthread_t, r: *mut *mut c_void, mode: JoinMode) 
 }
 
 /// `pthread_join`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_join")]
 pub unsafe extern "C" fn pthread_join(t: pthread_t, r: *mut *mut c_void) -> c_int {
     crate::real::guard("pthread_join", || match lookup(t) {
         Some(rec) if fibers_mode() => join_rec(rec, t, r, JoinMode::Block),
@@ -491,7 +494,8 @@ pub unsafe extern "C" fn pthread_join(t: pthread_t, r: *mut *mut c_void) -> c_in
 }
 
 /// `pthread_tryjoin_np`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_tryjoin_np")]
 pub unsafe extern "C" fn pthread_tryjoin_np(t: pthread_t, r: *mut *mut c_void) -> c_int {
     crate::real::guard("pthread_tryjoin_np", || match lookup(t) {
         Some(rec) if fibers_mode() => join_rec(rec, t, r, JoinMode::Try),
@@ -511,7 +515,8 @@ fn timed_join(rec: Rc<Record>, t: pthread_t, r: *mut *mut c_void, clock: clockid
 }
 
 /// `pthread_timedjoin_np` (CLOCK_REALTIME).
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_timedjoin_np")]
 pub unsafe extern "C" fn pthread_timedjoin_np(t: pthread_t, r: *mut *mut c_void, ts: *const timespec) -> c_int {
     crate::real::guard("pthread_timedjoin_np", || match lookup(t) {
         Some(rec) if fibers_mode() => timed_join(rec, t, r, libc::CLOCK_REALTIME, ts),
@@ -521,7 +526,8 @@ pub unsafe extern "C" fn pthread_timedjoin_np(t: pthread_t, r: *mut *mut c_void,
 }
 
 /// `pthread_clockjoin_np`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_clockjoin_np")]
 pub unsafe extern "C" fn pthread_clockjoin_np(
     t: pthread_t,
     r: *mut *mut c_void,
@@ -536,7 +542,8 @@ pub unsafe extern "C" fn pthread_clockjoin_np(
 }
 
 /// `pthread_detach`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_detach")]
 pub unsafe extern "C" fn pthread_detach(t: pthread_t) -> c_int {
     crate::real::guard("pthread_detach", || match lookup(t) {
         Some(rec) if fibers_mode() => {
@@ -557,7 +564,8 @@ pub unsafe extern "C" fn pthread_detach(t: pthread_t) -> c_int {
 }
 
 /// `pthread_self`: our record inside a pthread fiber, the real one elsewhere.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_self")]
 pub unsafe extern "C" fn pthread_self() -> pthread_t {
     crate::real::guard("pthread_self", || {
         if crate::is_patched() && crate::threads_as_fibers() && hub::in_fiber() {
@@ -572,13 +580,15 @@ pub unsafe extern "C" fn pthread_self() -> pthread_t {
 }
 
 /// `pthread_equal`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_equal")]
 pub unsafe extern "C" fn pthread_equal(a: pthread_t, b: pthread_t) -> c_int {
     (a == b) as c_int
 }
 
 /// `pthread_setname_np`: ERANGE for names of 16 bytes or more, like glibc.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_setname_np")]
 pub unsafe extern "C" fn pthread_setname_np(t: pthread_t, name: *const c_char) -> c_int {
     crate::real::guard("pthread_setname_np", || match lookup(t) {
         Some(rec) if fibers_mode() => {
@@ -598,7 +608,8 @@ pub unsafe extern "C" fn pthread_setname_np(t: pthread_t, name: *const c_char) -
 }
 
 /// `pthread_getname_np`: ERANGE when `len` < 16, like glibc.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_getname_np")]
 pub unsafe extern "C" fn pthread_getname_np(t: pthread_t, buf: *mut c_char, len: size_t) -> c_int {
     crate::real::guard("pthread_getname_np", || match lookup(t) {
         Some(rec) if fibers_mode() => {
@@ -618,7 +629,8 @@ pub unsafe extern "C" fn pthread_getname_np(t: pthread_t, buf: *mut c_char, len:
 }
 
 /// `pthread_getattr_np`: the fiber's stack, guard and detach state.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_getattr_np")]
 pub unsafe extern "C" fn pthread_getattr_np(t: pthread_t, a: *mut pthread_attr_t) -> c_int {
     crate::real::guard("pthread_getattr_np", || match lookup(t) {
         Some(rec) if fibers_mode() => {
@@ -646,7 +658,8 @@ pub unsafe extern "C" fn pthread_getattr_np(t: pthread_t, a: *mut pthread_attr_t
 }
 
 /// `pthread_kill`: signal 0 checks existence; others go to the OS thread.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_kill")]
 pub unsafe extern "C" fn pthread_kill(t: pthread_t, sig: c_int) -> c_int {
     crate::real::guard("pthread_kill", || match lookup(t) {
         Some(rec) if fibers_mode() => {
@@ -662,7 +675,8 @@ pub unsafe extern "C" fn pthread_kill(t: pthread_t, sig: c_int) -> c_int {
 }
 
 /// `pthread_cancel`: deferred; interrupts the fiber's current wait.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_cancel")]
 pub unsafe extern "C" fn pthread_cancel(t: pthread_t) -> c_int {
     crate::real::guard("pthread_cancel", || match lookup(t) {
         Some(rec) if fibers_mode() => {
@@ -692,7 +706,8 @@ pub unsafe extern "C" fn pthread_cancel(t: pthread_t) -> c_int {
 }
 
 /// `pthread_testcancel`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_testcancel")]
 pub unsafe extern "C" fn pthread_testcancel() {
     crate::real::guard("pthread_testcancel", || {
         if fibers_mode() && hub::in_fiber() {
@@ -705,7 +720,8 @@ pub unsafe extern "C" fn pthread_testcancel() {
 }
 
 /// `pthread_setcancelstate`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_setcancelstate")]
 pub unsafe extern "C" fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int {
     crate::real::guard("pthread_setcancelstate", || match current_record() {
         Some(rec) if fibers_mode() => {
@@ -730,7 +746,8 @@ pub unsafe extern "C" fn pthread_setcancelstate(state: c_int, old: *mut c_int) -
 }
 
 /// `pthread_setcanceltype` (asynchronous is treated as deferred).
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_setcanceltype")]
 pub unsafe extern "C" fn pthread_setcanceltype(ty: c_int, old: *mut c_int) -> c_int {
     crate::real::guard("pthread_setcanceltype", || match current_record() {
         Some(rec) if fibers_mode() => {
@@ -755,7 +772,8 @@ pub unsafe extern "C" fn pthread_setcanceltype(ty: c_int, old: *mut c_int) -> c_
 }
 
 /// `__pthread_register_cancel` (from the `pthread_cleanup_push` macro).
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook___pthread_register_cancel")]
 pub unsafe extern "C" fn __pthread_register_cancel(buf: *mut c_void) {
     crate::real::guard("__pthread_register_cancel", || match current_record() {
         Some(rec) if fibers_mode() => rec.cleanup.borrow_mut().push(buf as usize),
@@ -765,7 +783,8 @@ pub unsafe extern "C" fn __pthread_register_cancel(buf: *mut c_void) {
 }
 
 /// `__pthread_unregister_cancel` (from `pthread_cleanup_pop`).
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook___pthread_unregister_cancel")]
 pub unsafe extern "C" fn __pthread_unregister_cancel(buf: *mut c_void) {
     crate::real::guard("__pthread_unregister_cancel", || match current_record() {
         Some(rec) if fibers_mode() => {
@@ -780,7 +799,8 @@ pub unsafe extern "C" fn __pthread_unregister_cancel(buf: *mut c_void) {
 }
 
 /// `__pthread_unwind_next`: a cleanup handler ran during our exit; go on.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook___pthread_unwind_next")]
 pub unsafe extern "C" fn __pthread_unwind_next(buf: *mut c_void) -> ! {
     crate::real::guard("__pthread_unwind_next", || {
         if fibers_mode() && current_record().is_some_and(|r| r.exiting.get()) {
@@ -799,7 +819,8 @@ fn fiber_keys() -> bool {
 }
 
 /// `pthread_key_create`: a real key; its destructor is remembered for fibers.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_key_create")]
 pub unsafe extern "C" fn pthread_key_create(k: *mut pthread_key_t, d: Option<Dtor>) -> c_int {
     crate::real::guard("pthread_key_create", || {
         // SAFETY: pass-through.
@@ -816,7 +837,8 @@ pub unsafe extern "C" fn pthread_key_create(k: *mut pthread_key_t, d: Option<Dto
 }
 
 /// `pthread_key_delete`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_key_delete")]
 pub unsafe extern "C" fn pthread_key_delete(k: pthread_key_t) -> c_int {
     crate::real::guard("pthread_key_delete", || {
         // SAFETY: pass-through.
@@ -831,7 +853,8 @@ pub unsafe extern "C" fn pthread_key_delete(k: pthread_key_t) -> c_int {
 }
 
 /// `pthread_getspecific`: the fiber's slot inside a fiber.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_getspecific")]
 pub unsafe extern "C" fn pthread_getspecific(k: pthread_key_t) -> *mut c_void {
     crate::real::guard("pthread_getspecific", || {
         if fiber_keys() {
@@ -846,7 +869,8 @@ pub unsafe extern "C" fn pthread_getspecific(k: pthread_key_t) -> *mut c_void {
 }
 
 /// `pthread_setspecific`: the fiber's slot inside a fiber.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_setspecific")]
 pub unsafe extern "C" fn pthread_setspecific(k: pthread_key_t, v: *const c_void) -> c_int {
     crate::real::guard("pthread_setspecific", || {
         if fiber_keys() {
@@ -872,7 +896,8 @@ const ONCE_DONE: i32 = 2;
 
 /// `pthread_once`: a fiber arriving while another runs the init routine
 /// parks until it is done. Same states as glibc (0, 1 = running, 2 = done).
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_once")]
 pub unsafe extern "C" fn pthread_once(o: *mut pthread_once_t, f: extern "C" fn()) -> c_int {
     crate::real::guard("pthread_once", || {
         if !fibers_mode() {
@@ -903,4 +928,33 @@ pub unsafe extern "C" fn pthread_once(o: *mut pthread_once_t, f: extern "C" fn()
             });
         }
     })
+}
+
+// Entries of the interpose table (see `real::interpose!`).
+crate::real::interpose! {
+    pthread_create,
+    pthread_exit,
+    pthread_join,
+    pthread_tryjoin_np,
+    pthread_timedjoin_np,
+    pthread_clockjoin_np,
+    pthread_detach,
+    pthread_self,
+    pthread_equal,
+    pthread_setname_np,
+    pthread_getname_np,
+    pthread_getattr_np,
+    pthread_kill,
+    pthread_cancel,
+    pthread_testcancel,
+    pthread_setcancelstate,
+    pthread_setcanceltype,
+    __pthread_register_cancel,
+    __pthread_unregister_cancel,
+    __pthread_unwind_next,
+    pthread_key_create,
+    pthread_key_delete,
+    pthread_getspecific,
+    pthread_setspecific,
+    pthread_once,
 }

@@ -8,15 +8,18 @@
 
 use std::time::{Duration, Instant};
 
-use libc::{c_int, c_uint, clockid_t, timespec};
+use libc::{c_int, c_uint, timespec};
 
 use crate::errno;
 
 mod next {
-    use libc::{c_int, c_uint, clockid_t, timespec};
+    use libc::{c_int, c_uint, timespec};
+    #[cfg(greenhook_linux_hooks)]
+    crate::real::real! {
+        fn clock_nanosleep(clock: libc::clockid_t, flags: c_int, req: *const timespec, rem: *mut timespec) -> c_int;
+    }
     crate::real::real! {
         fn nanosleep(req: *const timespec, rem: *mut timespec) -> c_int;
-        fn clock_nanosleep(clock: clockid_t, flags: c_int, req: *const timespec, rem: *mut timespec) -> c_int;
         fn sleep(secs: c_uint) -> c_uint;
         fn usleep(us: libc::useconds_t) -> c_int;
         fn sched_yield() -> c_int;
@@ -58,7 +61,8 @@ pub(crate) fn sleep_for(d: Duration) -> Result<(), Duration> {
 }
 
 /// `nanosleep(2)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_nanosleep")]
 pub unsafe extern "C" fn nanosleep(req: *const timespec, rem: *mut timespec) -> c_int {
     crate::real::guard("nanosleep", || {
         if !cooperative() {
@@ -87,9 +91,11 @@ pub unsafe extern "C" fn nanosleep(req: *const timespec, rem: *mut timespec) -> 
 }
 
 /// `clock_nanosleep(2)`: returns an error number, never sets errno.
-#[no_mangle]
+#[cfg(greenhook_linux_hooks)]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_clock_nanosleep")]
 pub unsafe extern "C" fn clock_nanosleep(
-    clock: clockid_t,
+    clock: libc::clockid_t,
     flags: c_int,
     req: *const timespec,
     rem: *mut timespec,
@@ -135,7 +141,8 @@ pub unsafe extern "C" fn clock_nanosleep(
 }
 
 /// `sleep(3)`: returns the unslept seconds when interrupted.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_sleep")]
 pub unsafe extern "C" fn sleep(secs: c_uint) -> c_uint {
     crate::real::guard("sleep", || {
         if !cooperative() {
@@ -151,7 +158,8 @@ pub unsafe extern "C" fn sleep(secs: c_uint) -> c_uint {
 }
 
 /// `usleep(3)`.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_usleep")]
 pub unsafe extern "C" fn usleep(us: libc::useconds_t) -> c_int {
     crate::real::guard("usleep", || {
         if !cooperative() {
@@ -166,7 +174,8 @@ pub unsafe extern "C" fn usleep(us: libc::useconds_t) -> c_int {
 }
 
 /// `sched_yield(2)`: lets the other fibers run.
-#[no_mangle]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_sched_yield")]
 pub unsafe extern "C" fn sched_yield() -> c_int {
     crate::real::guard("sched_yield", || {
         if !cooperative() {
@@ -179,8 +188,24 @@ pub unsafe extern "C" fn sched_yield() -> c_int {
 }
 
 /// `pthread_yield(3)` (deprecated alias of `sched_yield`).
-#[no_mangle]
+#[cfg(greenhook_linux_hooks)]
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_yield")]
 pub unsafe extern "C" fn pthread_yield() -> c_int {
     // SAFETY: same contract.
     unsafe { sched_yield() }
 }
+
+// Entries of the interpose table (see `real::interpose!`).
+#[cfg(greenhook_linux_hooks)]
+crate::real::interpose! {
+    clock_nanosleep,
+}
+crate::real::interpose! {
+    nanosleep,
+    sleep,
+    usleep,
+    sched_yield,
+}
+// Not `pthread_yield`: glibc keeps it only as a compatibility symbol (no
+// default version to bind to), and macOS never had it.
