@@ -44,6 +44,8 @@ pub mod fd;
 #[cfg(greenhook_linux_hooks)]
 pub mod file;
 #[cfg(greenhook_linux_hooks)]
+pub mod fortify;
+#[cfg(greenhook_linux_hooks)]
 pub mod futex;
 #[cfg(greenhook_linux_hooks)]
 pub mod io;

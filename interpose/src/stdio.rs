@@ -1,7 +1,7 @@
 //! stdio on pipes, sockets and ttys: `fgets`, `getline`, `fread`, `fgetc`,
 //! the `scanf` family and their `_unlocked` forms, and the output side
-//! (`fwrite`, `fputs`, `puts`, `fputc`, `putc`, `putchar`, `fflush`,
-//! `vprintf`, `vfprintf`).
+//! (`fwrite`, `fputs`, `puts`, `fputc`, `putc`, `putchar`, `fflush`, and the
+//! `printf` family in [`printf`](self::printf)).
 //!
 //! glibc's stdio reads and writes through its internal `read`/`write`
 //! aliases, which our `read`/`write` hooks never see: a fiber in `fgets()`
@@ -49,14 +49,12 @@
 //! - Output: before a call that may write to a pipe/socket, the fiber waits
 //!   until the fd polls writable and, on a pipe, until what the FILE holds
 //!   plus the call's bytes fit. `fwrite`/`fputs` are fed to glibc in pieces
-//!   of at most `PIPE_BUF` bytes. Formatted output (`vprintf`, `vfprintf`)
-//!   larger than the pipe's free space may still block the hub; if the only
-//!   reader of that pipe is another fiber of this hub, that is a deadlock, as
-//!   it is for any program that writes more than a pipe holds from the thread
-//!   that must read it. `printf` and `fprintf` themselves are not hooked:
-//!   their floating-point variadic arguments travel in vector registers (with
-//!   their count in `%al`), which cannot be forwarded from stable Rust
-//!   without an assembly trampoline.
+//!   of at most `PIPE_BUF` bytes. Formatted output (`vprintf`, `vfprintf`,
+//!   and `printf`, `fprintf`, `dprintf` through the trampolines of
+//!   [`printf`](self::printf)) larger than the pipe's free space may still
+//!   block the hub; if the only reader of that pipe is another fiber of this
+//!   hub, that is a deadlock, as it is for any program that writes more than
+//!   a pipe holds from the thread that must read it.
 //! - Streams flushed by `exit()` are flushed by glibc directly.
 //! - FILE locks belong to the OS thread: while fiber A waits inside
 //!   `fgets(f)` (holding `f`'s lock), fiber B on the same hub can enter
@@ -99,6 +97,8 @@ mod next {
         fn __isoc99_fscanf(f: *mut FILE, fmt: *const c_char, a0: usize, a1: usize, a2: usize, a3: usize, a4: usize, a5: usize, a6: usize, a7: usize, a8: usize, a9: usize, a10: usize, a11: usize, a12: usize, a13: usize, a14: usize, a15: usize) -> c_int;
     }
 }
+
+mod printf;
 
 extern "C" {
     static mut stdin: *mut FILE;
@@ -646,7 +646,10 @@ fn pipe_room(fd: c_int) -> Option<usize> {
 
 /// Runs an output call after [`before_output`]; on a managed fd with
 /// `O_NONBLOCK` cleared underneath, so glibc never sees `EAGAIN`.
+///
+/// The caller's `errno` reaches `op` unchanged: a format's `%m` prints it.
 fn output<R>(f: *mut FILE, len: Option<usize>, fail: R, op: impl FnOnce() -> R) -> R {
+    let saved = errno::get();
     let k = match before_output(f, len) {
         Ok(k) => k,
         Err(e) => {
@@ -656,6 +659,7 @@ fn output<R>(f: *mut FILE, len: Option<usize>, fail: R, op: impl FnOnce() -> R) 
         }
     };
     if k != Kind::Managed {
+        errno::set(saved);
         return op();
     }
     let fd = fd_of(f);
@@ -663,6 +667,7 @@ fn output<R>(f: *mut FILE, len: Option<usize>, fail: R, op: impl FnOnce() -> R) 
     let fl = unsafe { next::fcntl(fd, libc::F_GETFL, 0) };
     // SAFETY: as above.
     unsafe { next::fcntl(fd, libc::F_SETFL, (fl & !libc::O_NONBLOCK) as usize) };
+    errno::set(saved);
     let r = op();
     let e = errno::get();
     // SAFETY: restores the flags read above.
