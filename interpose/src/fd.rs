@@ -342,6 +342,10 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
                 }
                 r
             }
+            libc::F_SETLKW | libc::F_OFD_SETLKW if crate::cooperative() => {
+                // SAFETY: the caller's lock request, with the command given.
+                crate::blocking::fcntl_lock_wait(cmd, |c| unsafe { next::fcntl(fd, c, arg) })
+            }
             // SAFETY: forwarded unchanged.
             _ => unsafe { next::fcntl(fd, cmd, arg) },
         }

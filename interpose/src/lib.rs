@@ -38,6 +38,8 @@ pub use real::{interpose_table, Interpose};
 // syscall/scanf: not written yet, and nothing here can build or run macOS.
 // Elsewhere `patch_all` is a no-op and the Rust fiber API works unpatched.
 #[cfg(greenhook_linux_hooks)]
+pub mod blocking;
+#[cfg(greenhook_linux_hooks)]
 pub mod dns;
 #[cfg(greenhook_linux_hooks)]
 pub mod fd;

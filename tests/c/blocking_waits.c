@@ -1,0 +1,241 @@
+/*
+ * blocking_waits: waits that epoll cannot watch. MODE picks one; a waiter
+ * thread blocks on something a peer (a thread, or a child process for
+ * POSIX record locks, which are per process) releases after 150 ms (the
+ * child: 300 ms), while
+ * a ticker ticks every 10 ms. Unhooked under the shim, the waiter held the
+ * hub and the peer thread never ran: a deadlock.
+ *
+ *   flock lockf setlkw ofd_setlkw msgrcv msgsnd semop semtimedop
+ *   mq_receive mq_send msync
+ *   bad          bad arguments: same return value and errno as unpatched
+ *
+ * stdout: results (deterministic). stderr: late.time_ms=<worst lateness>.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <mqueue.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ipc.h>
+#include <sys/mman.h>
+#include <sys/msg.h>
+#include <sys/sem.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *mode;
+static volatile int done;
+static long max_late;
+static char path[64];
+static int fd1, msq, sem;
+static mqd_t mq;
+static char mqname[64];
+struct msg { long type; char text[16]; };
+
+static long now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000L + t.tv_nsec / 1000000L;
+}
+
+static void *ticker(void *a)
+{
+    (void)a;
+    long next = now_ms() + 10;
+    while (!done) {
+        usleep(10000);
+        long late = now_ms() - next;
+        if (late > max_late)
+            max_late = late;
+        next = now_ms() + 10;
+    }
+    return NULL;
+}
+
+/* Releases whatever the waiter waits on, after 150 ms. */
+static void *peer(void *a)
+{
+    (void)a;
+    usleep(150000);
+    if (!strcmp(mode, "flock"))
+        flock(fd1, LOCK_UN);
+    else if (!strcmp(mode, "ofd_setlkw")) {
+        struct flock l = {.l_type = F_UNLCK, .l_whence = SEEK_SET};
+        fcntl(fd1, F_OFD_SETLK, &l);
+    } else if (!strcmp(mode, "msgrcv")) {
+        struct msg m = {.type = 1};
+        strcpy(m.text, "from peer");
+        msgsnd(msq, &m, sizeof m.text, 0);
+    } else if (!strcmp(mode, "msgsnd")) {
+        struct msg m;
+        msgrcv(msq, &m, sizeof m.text, 0, 0); /* makes room */
+    } else if (!strcmp(mode, "semop") || !strcmp(mode, "semtimedop")) {
+        struct sembuf up = {.sem_num = 0, .sem_op = 1};
+        semop(sem, &up, 1);
+    } else if (!strcmp(mode, "mq_receive"))
+        mq_send(mq, "from peer", 10, 3);
+    else if (!strcmp(mode, "mq_send")) {
+        char buf[64];
+        mq_receive(mq, buf, sizeof buf, NULL);
+    }
+    return NULL;
+}
+
+static void *waiter(void *a)
+{
+    (void)a;
+    long t0 = now_ms();
+    int r = 0;
+    if (!strcmp(mode, "flock")) {
+        int fd2 = open(path, O_RDWR);
+        r = flock(fd2, LOCK_EX);
+        close(fd2);
+    } else if (!strcmp(mode, "lockf") || !strcmp(mode, "setlkw")) {
+        int fd2 = open(path, O_RDWR);
+        if (!strcmp(mode, "lockf"))
+            r = lockf(fd2, F_LOCK, 0);
+        else {
+            struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+            r = fcntl(fd2, F_SETLKW, &l);
+        }
+        close(fd2);
+    } else if (!strcmp(mode, "ofd_setlkw")) {
+        int fd2 = open(path, O_RDWR);
+        struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        r = fcntl(fd2, F_OFD_SETLKW, &l);
+        close(fd2);
+    } else if (!strcmp(mode, "msgrcv")) {
+        struct msg m;
+        r = (int)msgrcv(msq, &m, sizeof m.text, 0, 0);
+        printf("msgrcv text [%s]\n", r > 0 ? m.text : "");
+    } else if (!strcmp(mode, "msgsnd")) {
+        struct msg m = {.type = 1};
+        strcpy(m.text, "x");
+        r = msgsnd(msq, &m, sizeof m.text, 0); /* the queue is full */
+    } else if (!strcmp(mode, "semop")) {
+        struct sembuf down = {.sem_num = 0, .sem_op = -1};
+        r = semop(sem, &down, 1);
+    } else if (!strcmp(mode, "semtimedop")) {
+        struct sembuf down = {.sem_num = 0, .sem_op = -1};
+        struct timespec t = {.tv_sec = 5};
+        r = semtimedop(sem, &down, 1, &t);
+    } else if (!strcmp(mode, "mq_receive")) {
+        char buf[64];
+        unsigned prio = 0;
+        r = (int)mq_receive(mq, buf, sizeof buf, &prio);
+        printf("mq_receive text [%s] prio %u\n", r > 0 ? buf : "", prio);
+    } else if (!strcmp(mode, "mq_send")) {
+        r = mq_send(mq, "second", 7, 1); /* the queue (maxmsg 1) is full */
+    } else if (!strcmp(mode, "bad")) {
+        struct sembuf down = {.sem_num = 0, .sem_op = -1};
+        struct msg m;
+        struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        int e[8], v[8];
+        v[0] = flock(-1, LOCK_EX); e[0] = errno;
+        v[1] = lockf(-1, F_LOCK, 0); e[1] = errno;
+        v[2] = fcntl(-1, F_SETLKW, &l); e[2] = errno;
+        v[3] = semop(-1, &down, 1); e[3] = errno;
+        v[4] = (int)msgrcv(-1, &m, sizeof m.text, 0, 0); e[4] = errno;
+        v[5] = mq_receive((mqd_t)-1, (char *)&m, sizeof m, NULL); e[5] = errno;
+        v[6] = flock(fd1, 12345); e[6] = errno;
+        v[7] = semop(sem, NULL, 1); e[7] = errno;
+        for (int i = 0; i < 8; i++)
+            printf("bad %d: %d %s\n", i, v[i], strerrorname_np(e[i]));
+        return NULL;
+    } else if (!strcmp(mode, "msync")) {
+        char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd1, 0);
+        p[0] = 'm';
+        r = msync(p, 4096, MS_SYNC);
+        int bad = msync(p + 1, 4096, MS_SYNC); /* unaligned: EINVAL */
+        printf("msync unaligned %d %s\n", bad, strerrorname_np(errno));
+        munmap(p, 4096);
+        printf("%s returned %d\n", mode, r);
+        return NULL;
+    }
+    long waited = now_ms() - t0;
+    printf("%s returned %d, waited for the peer: %s\n", mode, r, waited >= 100 ? "yes" : "NO");
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    mode = argc > 1 ? argv[1] : "flock";
+    snprintf(path, sizeof path, "/tmp/gh-blocking-%d", (int)getpid());
+    fd1 = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    if (fd1 < 0 || ftruncate(fd1, 4096))
+        return 1;
+    pid_t child = -1;
+    if (!strcmp(mode, "flock"))
+        flock(fd1, LOCK_EX);
+    else if (!strcmp(mode, "ofd_setlkw")) {
+        struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        fcntl(fd1, F_OFD_SETLK, &l);
+    } else if (!strcmp(mode, "lockf") || !strcmp(mode, "setlkw")) {
+        /* Record locks are per process: a child holds it for 150 ms. */
+        int ready[2];
+        if (pipe(ready))
+            return 1;
+        child = fork();
+        if (child == 0) {
+            struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+            fcntl(fd1, F_SETLK, &l);
+            if (write(ready[1], "k", 1) != 1)
+                _exit(1);
+            usleep(300000);
+            _exit(0);
+        }
+        char c;
+        if (read(ready[0], &c, 1) != 1)
+            return 1;
+    } else if (!strcmp(mode, "msgrcv") || !strcmp(mode, "msgsnd")) {
+        msq = msgget(IPC_PRIVATE, 0600);
+        if (!strcmp(mode, "msgsnd")) {
+            struct msqid_ds ds;
+            msgctl(msq, IPC_STAT, &ds);
+            ds.msg_qbytes = 16; /* room for exactly one message */
+            msgctl(msq, IPC_SET, &ds);
+            struct msg m = {.type = 1};
+            msgsnd(msq, &m, sizeof m.text, 0);
+        }
+    } else if (!strcmp(mode, "semop") || !strcmp(mode, "semtimedop"))
+        sem = semget(IPC_PRIVATE, 1, 0600);
+    else if (!strcmp(mode, "mq_receive") || !strcmp(mode, "mq_send")) {
+        snprintf(mqname, sizeof mqname, "/gh-blocking-%d", (int)getpid());
+        struct mq_attr at = {.mq_maxmsg = 1, .mq_msgsize = 64};
+        mq = mq_open(mqname, O_CREAT | O_RDWR, 0600, &at);
+        if (mq == (mqd_t)-1) {
+            perror("mq_open");
+            return 1;
+        }
+        if (!strcmp(mode, "mq_send"))
+            mq_send(mq, "first", 6, 1);
+    }
+
+    pthread_t t, w, p;
+    pthread_create(&t, NULL, ticker, NULL);
+    pthread_create(&w, NULL, waiter, NULL);
+    pthread_create(&p, NULL, peer, NULL);
+    pthread_join(w, NULL);
+    pthread_join(p, NULL);
+    done = 1;
+    pthread_join(t, NULL);
+    if (child > 0)
+        waitpid(child, NULL, 0);
+    if (msq)
+        msgctl(msq, IPC_RMID, NULL);
+    if (sem)
+        semctl(sem, 0, IPC_RMID);
+    if (mqname[0])
+        mq_unlink(mqname);
+    unlink(path);
+    fprintf(stderr, "late.time_ms=%ld\n", max_late);
+    return 0;
+}

@@ -1,0 +1,36 @@
+//! Waits epoll cannot watch (file locks, System V IPC, POSIX message
+//! queues, `msync`), run differentially: `tests/c/blocking_waits.c` blocks
+//! a thread on something a peer releases later, while a ticker ticks. The
+//! results must match the unpatched run and the ticker must not have been
+//! held up. Unhooked, every mode whose peer is a thread deadlocked under the
+//! shim, and the record locks (peer: a child process) froze the ticker.
+mod util;
+
+use util::{differential, named_time_ms};
+
+fn check(mode: &str) {
+    let (_, patched) = differential("blocking_waits", &[mode]);
+    let late = named_time_ms(&patched.stderr, "late").unwrap_or_else(|| panic!("{}", patched.stderr));
+    assert!(late < 100, "{mode}: ticker {late} ms late");
+}
+
+#[test]
+fn file_locks_wait_on_the_offload_pool() {
+    for mode in ["flock", "lockf", "setlkw", "ofd_setlkw"] {
+        check(mode);
+    }
+}
+
+#[test]
+fn system_v_ipc_waits_on_the_offload_pool() {
+    for mode in ["msgrcv", "msgsnd", "semop", "semtimedop"] {
+        check(mode);
+    }
+}
+
+#[test]
+fn message_queues_and_msync_wait_on_the_offload_pool() {
+    for mode in ["mq_receive", "mq_send", "msync", "bad"] {
+        check(mode);
+    }
+}
