@@ -1,5 +1,5 @@
 //! Waits epoll cannot watch (file locks, System V IPC, POSIX message
-//! queues, `msync`), run differentially: `tests/c/blocking_waits.c` blocks
+//! queues, `msync`) and the splice family, run differentially: `tests/c/blocking_waits.c` blocks
 //! a thread on something a peer releases later, while a ticker ticks. The
 //! results must match the unpatched run and the ticker must not have been
 //! held up. Unhooked, every mode whose peer is a thread deadlocked under the
@@ -24,6 +24,15 @@ fn file_locks_wait_on_the_offload_pool() {
 #[test]
 fn system_v_ipc_waits_on_the_offload_pool() {
     for mode in ["msgrcv", "msgsnd", "semop", "semtimedop"] {
+        check(mode);
+    }
+}
+
+/// Pipes and sockets the shim made non-blocking underneath: `splice`,
+/// `tee` and `vmsplice` must wait (on the hub), not fail with `EAGAIN`.
+#[test]
+fn splice_tee_and_vmsplice_wait_like_the_blocking_calls() {
+    for mode in ["splice", "tee", "vmsplice"] {
         check(mode);
     }
 }

@@ -37,6 +37,9 @@ mod next {
         fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t;
         fn sendmmsg(fd: c_int, v: *mut mmsghdr, n: c_uint, flags: c_int) -> c_int;
         fn sendfile(out: c_int, inp: c_int, off: *mut libc::off_t, n: size_t) -> ssize_t;
+        fn splice(inp: c_int, off_in: *mut libc::loff_t, out: c_int, off_out: *mut libc::loff_t, n: size_t, flags: c_uint) -> ssize_t;
+        fn tee(inp: c_int, out: c_int, n: size_t, flags: c_uint) -> ssize_t;
+        fn vmsplice(fd: c_int, iov: *const iovec, cnt: libc::size_t, flags: c_uint) -> ssize_t;
         fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int;
         fn accept4(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -> c_int;
         fn getsockopt(fd: c_int, level: c_int, name: c_int, val: *mut c_void, len: *mut socklen_t) -> c_int;
@@ -769,8 +772,111 @@ pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut sockle
     unsafe { accept4(fd, addr, len, 0) }
 }
 
+/// A transfer between two fds (`splice`, `tee`). Managed fds are
+/// non-blocking underneath, so the kernel answers `EAGAIN` where the
+/// caller's blocking call would wait: wait for whichever side is not ready
+/// and retry. Straight through when the caller asked for
+/// `SPLICE_F_NONBLOCK`, or when either side is not ours to wait on (a
+/// non-blocking fd of the user's, or no cooperative context for a foreign
+/// one), where `EAGAIN` is the kernel's own answer.
+///
+/// `op(flags)` makes the call with the given flags: ours add
+/// `SPLICE_F_NONBLOCK`, since the kernel's pipe side looks at that flag
+/// (not always at the pipe's `O_NONBLOCK`) before sleeping.
+fn two_sided(inp: c_int, out: c_int, flags: c_uint, mut op: impl FnMut(c_uint) -> ssize_t) -> ssize_t {
+    let (pi, po) = (path(inp), path(out));
+    let ours = |p: Path| matches!(p, Path::Managed | Path::Polled);
+    if flags & libc::SPLICE_F_NONBLOCK != 0 || pi == Path::Pass || po == Path::Pass || !(ours(pi) || ours(po)) {
+        return op(flags);
+    }
+    crate::cancel_point();
+    loop {
+        for (fd, p, interest) in [(inp, pi, Interest::Readable), (out, po, Interest::Writable)] {
+            if p == Path::Polled {
+                if let Err(e) = wait_until_ready(fd, interest) {
+                    return errno::fail(e);
+                }
+            }
+        }
+        let r = op(flags | libc::SPLICE_F_NONBLOCK);
+        if r >= 0 || !would_block(errno::get()) {
+            return r;
+        }
+        let (fd, interest, which) = if !ready_now(inp, Interest::Readable) {
+            (inp, Interest::Readable, Timeout::Recv)
+        } else if !ready_now(out, Interest::Writable) {
+            (out, Interest::Writable, Timeout::Send)
+        } else {
+            // Both poll ready and the kernel still said EAGAIN: pause a
+            // moment (cooperatively, through the nanosleep hook) and retry.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            continue;
+        };
+        if let Err(e) = wait(fd, interest, deadline(fd, which)) {
+            return errno::fail(e);
+        }
+    }
+}
+
+/// `splice(2)`.
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_splice")]
+pub unsafe extern "C" fn splice(
+    inp: c_int,
+    off_in: *mut libc::loff_t,
+    out: c_int,
+    off_out: *mut libc::loff_t,
+    n: size_t,
+    flags: c_uint,
+) -> ssize_t {
+    crate::real::guard("splice", || {
+        // SAFETY: forwarded unchanged (the kernel advances the offsets).
+        two_sided(inp, out, flags, |f| unsafe {
+            next::splice(inp, off_in, out, off_out, n, f)
+        })
+    })
+}
+
+/// `tee(2)`.
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_tee")]
+pub unsafe extern "C" fn tee(inp: c_int, out: c_int, n: size_t, flags: c_uint) -> ssize_t {
+    crate::real::guard("tee", || {
+        // SAFETY: forwarded unchanged.
+        two_sided(inp, out, flags, |f| unsafe { next::tee(inp, out, n, f) })
+    })
+}
+
+/// `vmsplice(2)`: user memory into a pipe (or, from a read end, out of it).
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_vmsplice")]
+pub unsafe extern "C" fn vmsplice(fd: c_int, iov: *const iovec, cnt: libc::size_t, flags: c_uint) -> ssize_t {
+    crate::real::guard("vmsplice", || {
+        let p = path(fd);
+        if flags & libc::SPLICE_F_NONBLOCK != 0 || !matches!(p, Path::Managed | Path::Polled) {
+            // SAFETY: forwarded unchanged.
+            return unsafe { next::vmsplice(fd, iov, cnt, flags) };
+        }
+        // SAFETY: F_GETFL only reads the status flags.
+        let reading = unsafe { next::fcntl(fd, libc::F_GETFL, 0) } & libc::O_ACCMODE == libc::O_RDONLY;
+        let (interest, which) = if reading {
+            (Interest::Readable, Timeout::Recv)
+        } else {
+            (Interest::Writable, Timeout::Send)
+        };
+        // vmsplice sleeps on a full (or empty) pipe unless asked not to,
+        // whatever the pipe's O_NONBLOCK: ask, and wait here instead.
+        // SAFETY: the caller's arguments, not waiting.
+        let op = || unsafe { next::vmsplice(fd, iov, cnt, flags | libc::SPLICE_F_NONBLOCK) };
+        once(fd, interest, which, op)
+    })
+}
+
 // Entries of the interpose table (see `real::interpose!`).
 crate::real::interpose! {
+    splice,
+    tee,
+    vmsplice,
     read,
     write,
     readv,

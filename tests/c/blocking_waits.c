@@ -8,6 +8,8 @@
  *
  *   flock lockf setlkw ofd_setlkw msgrcv msgsnd semop semtimedop
  *   mq_receive mq_send msync
+ *   splice tee vmsplice   on pipes/sockets the shim made non-blocking
+ *                         underneath: must wait, not fail with EAGAIN
  *   bad          bad arguments: same return value and errno as unpatched
  *
  * stdout: results (deterministic). stderr: late.time_ms=<worst lateness>.
@@ -26,6 +28,8 @@
 #include <sys/mman.h>
 #include <sys/msg.h>
 #include <sys/sem.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +39,7 @@ static volatile int done;
 static long max_late;
 static char path[64];
 static int fd1, msq, sem;
+static int sp[2], p1[2], p2[2];
 static mqd_t mq;
 static char mqname[64];
 struct msg { long type; char text[16]; };
@@ -85,6 +90,21 @@ static void *peer(void *a)
     else if (!strcmp(mode, "mq_send")) {
         char buf[64];
         mq_receive(mq, buf, sizeof buf, NULL);
+    } else if (!strcmp(mode, "splice")) {
+        if (write(sp[1], "spliced!", 8) != 8)
+            perror("write");
+    } else if (!strcmp(mode, "tee")) {
+        if (write(p1[1], "teed", 4) != 4)
+            perror("write");
+    } else if (!strcmp(mode, "vmsplice")) {
+        static char sink[1 << 16];
+        size_t got = 0;
+        while (got < 4096) {
+            ssize_t n = read(p1[0], sink, sizeof sink);
+            if (n <= 0)
+                break;
+            got += n;
+        }
     }
     return NULL;
 }
@@ -134,6 +154,23 @@ static void *waiter(void *a)
         printf("mq_receive text [%s] prio %u\n", r > 0 ? buf : "", prio);
     } else if (!strcmp(mode, "mq_send")) {
         r = mq_send(mq, "second", 7, 1); /* the queue (maxmsg 1) is full */
+    } else if (!strcmp(mode, "splice")) {
+        r = (int)splice(sp[0], NULL, p1[1], NULL, 64, 0);
+        char buf[16] = {0};
+        if (r > 0 && read(p1[0], buf, r) != r)
+            perror("read");
+        printf("splice moved [%s]\n", buf);
+    } else if (!strcmp(mode, "tee")) {
+        r = (int)tee(p1[0], p2[1], 64, 0);
+        char buf[16] = {0};
+        if (r > 0 && read(p2[0], buf, r) != r)
+            perror("read");
+        printf("tee copied [%s]\n", buf);
+    } else if (!strcmp(mode, "vmsplice")) {
+        static char page[4096];
+        memset(page, 'v', sizeof page);
+        struct iovec iov = {.iov_base = page, .iov_len = sizeof page};
+        r = (int)vmsplice(p1[1], &iov, 1, 0); /* the pipe is full */
     } else if (!strcmp(mode, "bad")) {
         struct sembuf down = {.sem_num = 0, .sem_op = -1};
         struct msg m;
@@ -205,7 +242,28 @@ int main(int argc, char **argv)
             struct msg m = {.type = 1};
             msgsnd(msq, &m, sizeof m.text, 0);
         }
-    } else if (!strcmp(mode, "semop") || !strcmp(mode, "semtimedop"))
+    } else if (!strcmp(mode, "splice")) {
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) || pipe(p1))
+            return 1;
+    } else if (!strcmp(mode, "tee")) {
+        if (pipe(p1) || pipe(p2))
+            return 1;
+    } else if (!strcmp(mode, "vmsplice")) {
+        if (pipe(p1))
+            return 1;
+        /* Fill it (non-blocking for the filling only, then back). */
+        int cap = fcntl(p1[1], F_GETPIPE_SZ);
+        static char fill[1 << 16];
+        int fl = fcntl(p1[1], F_GETFL);
+        fcntl(p1[1], F_SETFL, fl | O_NONBLOCK);
+        for (int left = cap; left > 0;) {
+            ssize_t n = write(p1[1], fill, left);
+            if (n <= 0)
+                break;
+            left -= n;
+        }
+        fcntl(p1[1], F_SETFL, fl);
+    } else if (!strcmp(mode, "semop") || !strcmp(mode, "semtimedop") || !strcmp(mode, "bad"))
         sem = semget(IPC_PRIVATE, 1, 0600);
     else if (!strcmp(mode, "mq_receive") || !strcmp(mode, "mq_send")) {
         snprintf(mqname, sizeof mqname, "/gh-blocking-%d", (int)getpid());
