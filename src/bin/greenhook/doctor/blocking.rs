@@ -196,8 +196,6 @@ pub const PARTLY_COVERED: &[(&str, &str)] = &[
         "syscall",
         "only SYS_futex is cooperative; other system call numbers (read, ppoll, wait4, io_uring_enter...) pass through and block",
     ),
-    ("fcntl", "F_SETLKW / F_OFD_SETLKW (waiting for a record lock) pass through and block"),
-    ("fcntl64", "F_SETLKW / F_OFD_SETLKW (waiting for a record lock) pass through and block"),
 ];
 
 /// The area of `name` if it is a known blocking function.
