@@ -14,9 +14,16 @@ mod util;
 use object::{Object, ObjectSymbol};
 use util::{compile, differential, named_time_ms};
 
-const MODES: [&str; 9] = [
-    "read", "recv", "recvfrom", "poll", "fgets", "fread", "printf", "fprintf", "dprintf",
-];
+/// The modes every target hooks, then the variadic output ones, whose
+/// trampolines exist on x86-64 only (elsewhere they pass through, and a
+/// `fprintf` into a full pipe would hold the hub).
+fn modes() -> Vec<&'static str> {
+    let mut m = vec!["read", "recv", "recvfrom", "poll", "fgets", "fread"];
+    if cfg!(target_arch = "x86_64") {
+        m.extend(["printf", "fprintf", "dprintf"]);
+    }
+    m
+}
 
 fn check(program: &str, mode: &str) {
     let (_, patched) = differential(program, &[mode]);
@@ -53,14 +60,14 @@ fn the_fortified_build_really_calls_the_chk_functions() {
 
 #[test]
 fn fortified_calls_cooperate_and_match_glibc() {
-    for mode in MODES {
+    for mode in modes() {
         check("fortified", mode);
     }
 }
 
 #[test]
 fn plain_formatted_output_cooperates_and_matches_glibc() {
-    for mode in MODES {
+    for mode in modes() {
         check("formatted", mode);
     }
 }
