@@ -135,9 +135,15 @@ macro_rules! va_hook {
         #[cfg_attr(greenhook_table, export_name = concat!("greenhook_", stringify!($name)))]
         pub unsafe extern "C" fn $name() {
             std::arch::naked_asm!(
+                // Unwind info, so that debuggers and the stall monitor's
+                // backtraces see through the trampoline.
+                ".cfi_startproc",
                 "endbr64",
                 "push rbp",
+                ".cfi_def_cfa_offset 16",
+                ".cfi_offset rbp, -16",
                 "mov rbp, rsp",
+                ".cfi_def_cfa_register rbp",
                 "sub rsp, 208",
                 "mov [rsp], rdi",
                 "mov [rsp + 8], rsi",
@@ -161,7 +167,9 @@ macro_rules! va_hook {
                 "lea rcx, [rsp + 176]",
                 "call {v}",
                 "leave",
+                ".cfi_def_cfa rsp, 8",
                 "ret",
+                ".cfi_endproc",
                 gp = const $fixed * 8,
                 v = sym $v,
             )
