@@ -29,11 +29,8 @@ mod next {
         fn lockf64(fd: c_int, cmd: c_int, len: off_t) -> c_int;
         fn msgrcv(id: c_int, p: *mut c_void, size: size_t, typ: c_long, flags: c_int) -> ssize_t;
         fn msgsnd(id: c_int, p: *const c_void, size: size_t, flags: c_int) -> c_int;
-        fn semop(id: c_int, ops: *mut sembuf, n: size_t) -> c_int;
         fn semtimedop(id: c_int, ops: *mut sembuf, n: size_t, t: *const timespec) -> c_int;
-        fn mq_receive(q: mqd_t, p: *mut c_char, len: size_t, prio: *mut c_uint) -> ssize_t;
         fn mq_timedreceive(q: mqd_t, p: *mut c_char, len: size_t, prio: *mut c_uint, t: *const timespec) -> ssize_t;
-        fn mq_send(q: mqd_t, p: *const c_char, len: size_t, prio: c_uint) -> c_int;
         fn mq_timedsend(q: mqd_t, p: *const c_char, len: size_t, prio: c_uint, t: *const timespec) -> c_int;
         fn tcdrain(fd: c_int) -> c_int;
         fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int;
@@ -167,24 +164,13 @@ pub unsafe extern "C" fn msgsnd(id: c_int, p: *const c_void, size: size_t, flags
 
 const NO_WAIT: timespec = timespec { tv_sec: 0, tv_nsec: 0 };
 
-/// `semop(2)`: tried as `semtimedop` with a zero timeout (the kernel
-/// validates the operations and answers at once), then offloaded.
+/// `semop(2)`: `semtimedop` without a timeout, which the kernel defines as
+/// the same call.
 #[cfg_attr(not(greenhook_table), no_mangle)]
 #[cfg_attr(greenhook_table, export_name = "greenhook_semop")]
 pub unsafe extern "C" fn semop(id: c_int, ops: *mut libc::sembuf, n: size_t) -> c_int {
-    crate::real::guard("semop", || {
-        if !crate::cooperative() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::semop(id, ops, n) };
-        }
-        try_then_offload(
-            // SAFETY: the same operations, not waiting (EAGAIN).
-            || unsafe { next::semtimedop(id, ops, n, &NO_WAIT) },
-            &[libc::EAGAIN],
-            // SAFETY: forwarded unchanged, on a worker; the caller waits.
-            || unsafe { next::semop(id, ops, n) },
-        )
-    })
+    // SAFETY: same contract, no timeout.
+    unsafe { semtimedop(id, ops, n, std::ptr::null()) }
 }
 
 /// `semtimedop(2)`.
@@ -199,7 +185,8 @@ pub unsafe extern "C" fn semtimedop(id: c_int, ops: *mut libc::sembuf, n: size_t
             return unsafe { next::semtimedop(id, ops, n, t) };
         }
         try_then_offload(
-            // SAFETY: as in semop.
+            // SAFETY: the same operations, not waiting (EAGAIN); the kernel
+            // validates them.
             || unsafe { next::semtimedop(id, ops, n, &NO_WAIT) },
             &[libc::EAGAIN],
             // SAFETY: forwarded unchanged, on a worker; the caller waits.
@@ -238,23 +225,12 @@ pub unsafe extern "C" fn mq_timedreceive(
     })
 }
 
-/// `mq_receive(3)`.
+/// `mq_receive(3)`: glibc's own is `mq_timedreceive` without a deadline.
 #[cfg_attr(not(greenhook_table), no_mangle)]
 #[cfg_attr(greenhook_table, export_name = "greenhook_mq_receive")]
 pub unsafe extern "C" fn mq_receive(q: mqd_t, p: *mut libc::c_char, len: size_t, prio: *mut c_uint) -> ssize_t {
-    crate::real::guard("mq_receive", || {
-        if !crate::cooperative() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::mq_receive(q, p, len, prio) };
-        }
-        try_then_offload(
-            // SAFETY: as in mq_timedreceive.
-            || unsafe { next::mq_timedreceive(q, p, len, prio, &PAST) },
-            &[libc::ETIMEDOUT],
-            // SAFETY: forwarded unchanged, on a worker; the caller waits.
-            || unsafe { next::mq_receive(q, p, len, prio) },
-        )
-    })
+    // SAFETY: same contract, no deadline.
+    unsafe { mq_timedreceive(q, p, len, prio, std::ptr::null()) }
 }
 
 /// `mq_timedsend(3)`.
@@ -282,23 +258,12 @@ pub unsafe extern "C" fn mq_timedsend(
     })
 }
 
-/// `mq_send(3)`.
+/// `mq_send(3)`: glibc's own is `mq_timedsend` without a deadline.
 #[cfg_attr(not(greenhook_table), no_mangle)]
 #[cfg_attr(greenhook_table, export_name = "greenhook_mq_send")]
 pub unsafe extern "C" fn mq_send(q: mqd_t, p: *const libc::c_char, len: size_t, prio: c_uint) -> c_int {
-    crate::real::guard("mq_send", || {
-        if !crate::cooperative() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::mq_send(q, p, len, prio) };
-        }
-        try_then_offload(
-            // SAFETY: as in mq_timedsend.
-            || unsafe { next::mq_timedsend(q, p, len, prio, &PAST) },
-            &[libc::ETIMEDOUT],
-            // SAFETY: forwarded unchanged, on a worker; the caller waits.
-            || unsafe { next::mq_send(q, p, len, prio) },
-        )
-    })
+    // SAFETY: same contract, no deadline.
+    unsafe { mq_timedsend(q, p, len, prio, std::ptr::null()) }
 }
 
 /// `tcdrain(3)`: waits for a terminal's output to be sent; on the pool.
