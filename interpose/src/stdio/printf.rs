@@ -58,30 +58,26 @@ pub unsafe extern "C" fn __vprintf_chk(flag: c_int, fmt: *const c_char, ap: *mut
 }
 
 /// Formats with `format` (a `vasprintf`) and writes the text to `fd`
-/// through our `write` hook. -1 with errno when either fails.
+/// through our `write` hook, which itself continues a partial write until
+/// every byte is through or an error comes. -1 with errno when either
+/// fails, as glibc returns when any part of its write fails.
 fn formatted_write(fd: c_int, format: impl FnOnce(&mut *mut c_char) -> c_int) -> c_int {
     let mut text = std::ptr::null_mut();
     let n = format(&mut text);
     if n < 0 {
         return n;
     }
-    let len = n as usize;
-    let mut done = 0;
-    let mut r = n;
-    while done < len {
-        // SAFETY: `text` holds `len` bytes from vasprintf.
-        let w = unsafe { crate::io::write(fd, text.add(done).cast(), len - done) };
-        if w < 0 {
-            r = -1;
-            break;
-        }
-        done += w as usize;
-    }
+    // SAFETY: `text` holds `n` bytes from vasprintf.
+    let w = unsafe { crate::io::write(fd, text.cast(), n as usize) };
     let e = errno::get();
     // SAFETY: allocated by vasprintf, not used after this.
     unsafe { libc::free(text.cast()) };
     errno::set(e);
-    r
+    if w == n as isize {
+        n
+    } else {
+        -1
+    }
 }
 
 /// Whether `fd` is one whose writes must go through the hub.
