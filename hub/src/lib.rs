@@ -480,29 +480,41 @@ impl Hub {
 
     #[inline]
     fn run_task(&self, t: Rc<Task>) {
-        t.state.set(State::Running);
         // The resumer is the root, or a fiber handing over directly (see
         // yield_now): whichever it is runs again when `t` suspends.
-        let prev = CURRENT.with(|c| c.replace(Rc::as_ptr(&t)));
-        bump(&self.counters.switches);
-        if let Some(b) = &self.beat {
-            self.beat(b, Rc::as_ptr(&t));
-        }
-        // SAFETY: the hub belongs to this thread, and so does its errno slot.
-        let done = t
-            .fiber
-            .as_ref()
-            .is_some_and(|f| unsafe { f.resume_with_errno(self.errno) });
-        CURRENT.with(|c| c.set(prev));
-        if let Some(b) = &self.beat {
-            self.beat(b, prev);
-        }
+        let prev = CURRENT.with(|c| c.get());
+        let done = self.switch_to(&t, prev);
         if done || t.exiting.get() {
             self.finish(t);
         } else if t.state.get() == State::Runnable {
             // It yielded: back of the queue, reusing the reference we hold.
             self.runq.borrow_mut().push_back(t);
         }
+    }
+
+    /// Runs `t` until it suspends or finishes (returns whether it finished),
+    /// keeping the current-task pointer and the stall monitor's heartbeat
+    /// true on both sides of the switch; `back` (null: the root) is the
+    /// running task, current again afterwards.
+    #[inline(always)]
+    fn switch_to(&self, t: &Task, back: *const Task) -> bool {
+        let next: *const Task = t;
+        t.state.set(State::Running);
+        CURRENT.with(|c| c.set(next));
+        bump(&self.counters.switches);
+        if let Some(b) = &self.beat {
+            self.beat(b, next);
+        }
+        // SAFETY: the hub belongs to this thread, and so does its errno slot.
+        let done = t
+            .fiber
+            .as_ref()
+            .is_some_and(|f| unsafe { f.resume_with_errno(self.errno) });
+        CURRENT.with(|c| c.set(back));
+        if let Some(b) = &self.beat {
+            self.beat(b, back);
+        }
+        done
     }
 
     /// Runs `next`, the only runnable task, from the stack of `me`, the
@@ -520,21 +532,7 @@ impl Hub {
         // the queue, it does not drop it).
         let t = unsafe { &*next };
         self.handing_over.set(true);
-        t.state.set(State::Running);
-        CURRENT.with(|c| c.set(next));
-        bump(&self.counters.switches);
-        if let Some(b) = &self.beat {
-            self.beat(b, next);
-        }
-        // SAFETY: as in run_task.
-        let done = t
-            .fiber
-            .as_ref()
-            .is_some_and(|f| unsafe { f.resume_with_errno(self.errno) });
-        CURRENT.with(|c| c.set(me));
-        if let Some(b) = &self.beat {
-            self.beat(b, me);
-        }
+        let done = self.switch_to(t, me);
         self.handing_over.set(false);
         // The common case: it yielded again and woke nobody, so the queue
         // is exactly as FIFO order wants it.
