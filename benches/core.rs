@@ -417,8 +417,12 @@ fn fiber_yield_round_trip(n: u64) -> f64 {
     per_op(el, n)
 }
 
-/// Nanoseconds per raw corosensei resume + suspend round trip.
-fn coro_round_trip(n: u64) -> f64 {
+type RawCo = Coroutine<(), (), (), MmapStack>;
+
+/// Nanoseconds per corosensei resume + suspend round trip, each resume
+/// made by `resume` (which the compiler inlines into the timed loop unless
+/// it says otherwise).
+fn coro_trips(n: u64, mut resume: impl FnMut(&mut RawCo)) -> f64 {
     let stack = MmapStack::new(1024 * 1024).expect("mmap a coroutine stack");
     let mut co = Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
         for _ in 0..n {
@@ -429,11 +433,18 @@ fn coro_round_trip(n: u64) -> f64 {
     assert!(matches!(co.resume(()), CoroutineResult::Yield(())));
     let t0 = Instant::now();
     for _ in 1..n {
-        black_box(co.resume(()));
+        resume(&mut co);
     }
     let el = t0.elapsed();
     assert!(matches!(co.resume(()), CoroutineResult::Return(())));
     per_op(el, n - 1)
+}
+
+/// Nanoseconds per raw corosensei resume + suspend round trip.
+fn coro_round_trip(n: u64) -> f64 {
+    coro_trips(n, |co| {
+        black_box(co.resume(()));
+    })
 }
 
 /// Nanoseconds per round trip of the same corosensei pair, but with the
@@ -442,23 +453,10 @@ fn coro_round_trip(n: u64) -> f64 {
 /// structure alone sets, before any bookkeeping.
 fn coro_out_of_line_round_trip(n: u64) -> f64 {
     #[inline(never)]
-    fn resume_once(co: &mut Coroutine<(), (), (), MmapStack>) {
+    fn resume_once(co: &mut RawCo) {
         black_box(co.resume(()));
     }
-    let stack = MmapStack::new(1024 * 1024).expect("mmap a coroutine stack");
-    let mut co = Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
-        for _ in 0..n {
-            y.suspend(());
-        }
-    });
-    assert!(matches!(co.resume(()), CoroutineResult::Yield(())));
-    let t0 = Instant::now();
-    for _ in 1..n {
-        resume_once(&mut co);
-    }
-    let el = t0.elapsed();
-    assert!(matches!(co.resume(()), CoroutineResult::Return(())));
-    per_op(el, n - 1)
+    coro_trips(n, resume_once)
 }
 
 fn bench_yield(sz: &Sizes, notes: &mut Vec<String>) -> Row {
