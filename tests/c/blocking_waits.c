@@ -34,36 +34,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ticker.h"
+
 static const char *mode;
-static volatile int done;
-static long max_late;
 static char path[64];
 static int fd1, msq, sem;
 static int sp[2], p1[2], p2[2];
 static mqd_t mq;
 static char mqname[64];
 struct msg { long type; char text[16]; };
-
-static long now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1000L + t.tv_nsec / 1000000L;
-}
-
-static void *ticker(void *a)
-{
-    (void)a;
-    long next = now_ms() + 10;
-    while (!done) {
-        usleep(10000);
-        long late = now_ms() - next;
-        if (late > max_late)
-            max_late = late;
-        next = now_ms() + 10;
-    }
-    return NULL;
-}
 
 /* Releases whatever the waiter waits on, after 150 ms. */
 static void *peer(void *a)

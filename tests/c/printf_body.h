@@ -25,37 +25,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ticker.h"
+
 static int sv[2];
 static const char *mode;
-static volatile int done;
-static long max_late;
 /* Sizes the compiler cannot see through: calls stay fortified. */
 static volatile size_t want = 64;
 static volatile int want_int = 64;
 static volatile nfds_t want_nfds = 1;
 /* Results of the two writing threads, printed by main in a fixed order. */
 static char wrote[128], drained[128];
-
-static long now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1000L + t.tv_nsec / 1000000L;
-}
-
-static void *ticker(void *a)
-{
-    (void)a;
-    long next = now_ms() + 10;
-    while (!done) {
-        usleep(10000);
-        long late = now_ms() - next;
-        if (late > max_late)
-            max_late = late;
-        next = now_ms() + 10;
-    }
-    return NULL;
-}
 
 static void *sender(void *a)
 {

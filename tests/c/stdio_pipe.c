@@ -10,29 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ticker.h"
+
 static int fds[2];
 static const char *mode;
-static volatile int done;
-static long max_late;
-
-static long now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1000L + t.tv_nsec / 1000000L;
-}
-
-static void *ticker(void *a) {
-    (void)a;
-    long next = now_ms() + 10;
-    while (!done) {
-        usleep(10000);
-        long late = now_ms() - next;
-        if (late > max_late) max_late = late;
-        next = now_ms() + 10;
-    }
-    return NULL;
-}
-
 static void *writer(void *a) {
     (void)a;
     if (!strcmp(mode, "fwrite")) { /* slow reader side */

@@ -438,6 +438,18 @@ pub fn time_ms(stderr: &str) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// [`differential`] for the programs with a 10 ms ticker thread, which
+/// print its worst lateness as `late.time_ms=<n>`: also asserts that the
+/// patched ticker was never held up by 100 ms or more (the hub never froze
+/// in a call). Returns (unpatched, patched).
+#[allow(dead_code)] // not every test binary has a ticker program
+pub fn differential_ticking(name: &str, args: &[&str]) -> (Run, Run) {
+    let (plain, patched) = differential(name, args);
+    let late = named_time_ms(&patched.stderr, "late").unwrap_or_else(|| panic!("{}", patched.stderr));
+    assert!(late < 100, "{name} {}: ticker {late} ms late", args.join(" "));
+    (plain, patched)
+}
+
 /// The value of the first stderr line `<label>.time_ms=<n>` (one timed wait
 /// inside a program, e.g. `named_time_ms(&run.stderr, "recv_so_rcvtimeo")`).
 pub fn named_time_ms(stderr: &str, label: &str) -> Option<u64> {
