@@ -40,6 +40,30 @@ fn the_stall_monitor_names_the_cpu_bound_fiber_once() {
     );
 }
 
+/// Fibers that yield to each other may hand over directly, without the
+/// root; the heartbeat must still name the one that then blocks in a
+/// system call (no backtrace signal is sent then, so the heartbeat is all
+/// the monitor knows), not the one that handed it control. Which of the
+/// two hands over changes every trip through the root, so two bounce
+/// counts cover both cases. Fiber 2 is "spin" (the ticker is 1, "partner"
+/// is 3: creation order).
+#[test]
+fn the_stall_monitor_names_a_fiber_that_was_handed_control() {
+    let _s = serial();
+    let bin = compile("stall_demo");
+    for bounces in ["100001", "100065"] {
+        let r = run(&bin, &["handed", "400", bounces], true, &[("GREENHOOK_STALL_MS", "50")]);
+        assert_eq!(r.stdout, "ok handed\n", "{}", r.describe());
+        let lines = stall_lines(&r.stderr);
+        assert!(
+            lines.iter().any(|l| l.contains("stall: fiber 2 has blocked the hub")),
+            "{bounces}: {}",
+            r.stderr
+        );
+        assert!(!lines.iter().any(|l| l.contains("fiber 3")), "{bounces}: {}", r.stderr);
+    }
+}
+
 #[test]
 fn an_unhooked_blocking_syscall_is_named_not_interrupted() {
     let _s = serial();

@@ -169,3 +169,60 @@ fn handed_over_fiber_that_blocks_leaves_the_queue() {
     assert_eq!(log.iter().filter(|&&c| c == 'a').count(), 2000);
     assert_eq!(log.iter().filter(|&&c| c == 'b').count(), 20);
 }
+
+/// A fiber that was handed control and then returns is finished and
+/// joined like any other, and leaves nothing behind in the run queue.
+#[test]
+fn handed_over_fiber_that_returns_is_joined() {
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let (la, lb) = (log.clone(), log.clone());
+    let a = greenhook::spawn(move || {
+        for r in 0..6 {
+            la.borrow_mut().push(format!("a{r}"));
+            greenhook::yield_now();
+        }
+    });
+    let b = greenhook::spawn(move || {
+        for r in 0..3 {
+            lb.borrow_mut().push(format!("b{r}"));
+            greenhook::yield_now();
+        }
+        lb.borrow_mut().push("b end".to_string());
+        7
+    });
+    assert_eq!(b.join().unwrap(), 7);
+    a.join().unwrap();
+    assert_eq!(
+        *log.borrow(),
+        ["a0", "b0", "a1", "b1", "a2", "b2", "a3", "b end", "a4", "a5"]
+    );
+    assert_eq!(hub::live_fibers(), 0);
+}
+
+/// A fiber that was handed control and then ends itself with
+/// `exit_current` (as `pthread_exit` does) wakes its joiner, and the fiber
+/// that handed over goes on alone.
+#[test]
+fn handed_over_fiber_that_exits_is_joined() {
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let (la, lb) = (log.clone(), log.clone());
+    let a = hub::spawn(hub::Spawn::default(), move || {
+        for r in 0..4 {
+            la.borrow_mut().push(format!("a{r}"));
+            hub::yield_now();
+        }
+    })
+    .unwrap();
+    let b = hub::spawn(hub::Spawn::default(), move || {
+        lb.borrow_mut().push("b0".to_string());
+        hub::yield_now();
+        lb.borrow_mut().push("b exits".to_string());
+        hub::exit_current();
+    })
+    .unwrap();
+    hub::join(&b);
+    hub::join(&a);
+    assert!(a.is_finished() && b.is_finished());
+    assert_eq!(*log.borrow(), ["a0", "b0", "a1", "b exits", "a2", "a3"]);
+    assert_eq!(hub::live_fibers(), 0);
+}

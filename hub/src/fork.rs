@@ -76,8 +76,8 @@ pub fn reset_after_fork() {
     // A fiber that was handed control suspends back onto the stack of the
     // fiber that handed over, which is lost here: hand_over must not let
     // that fiber go on.
-    if hub.handing_over.get() {
-        hub.resumer_gone.set(true);
+    if hub.handing_over.get() == crate::Handover::Active {
+        hub.handing_over.set(crate::Handover::ResumerGone);
     }
     // Leak, never drop: other fibers' waits must not run destructors that
     // could reset coroutines under C frames.
@@ -106,7 +106,7 @@ mod tests {
     use std::cell::Cell;
     use std::rc::Rc;
 
-    use crate::{join, spawn, yield_now, Hub, Spawn};
+    use crate::{join, spawn, yield_now, Handover, Hub, Spawn};
 
     /// A fiber that was handed control by another (see `Hub::hand_over`)
     /// forks: in the child, the fiber that handed over must never run
@@ -128,7 +128,7 @@ mod tests {
         let b = spawn(Spawn::default(), move || {
             // Yield until it is `a` that resumes us directly.
             let mut tries = 0;
-            while !Hub::get().handing_over.get() {
+            while Hub::get().handing_over.get() == Handover::Idle {
                 tries += 1;
                 assert!(tries < 1000, "never handed control");
                 yield_now();

@@ -302,16 +302,34 @@ pub(crate) struct Hub {
     counters: Counters,
     /// The stall monitor's heartbeat, when `GREENHOOK_STALL_MS` is set.
     beat: Option<std::sync::Arc<monitor::Beat>>,
-    /// A fiber is resuming another directly from its own stack (yield_now).
-    handing_over: Cell<bool>,
+    /// Whether a fiber is resuming another directly from its own stack
+    /// (see [`yield_now`]).
+    handing_over: Cell<Handover>,
     /// Direct hand-overs left before the next trip through the root.
     direct_left: Cell<u32>,
-    /// Set by a fork reset made while handing over: the fiber that handed
-    /// over does not exist in the child.
-    resumer_gone: Cell<bool>,
+    /// What `direct_left` is renewed to: [`DIRECT_BUDGET`], or 0 under the
+    /// stall monitor (see [`Hub::hand_over`]).
+    direct_budget: u32,
     /// This thread's `errno` slot, looked up once (see
     /// [`fiber::Fiber::resume_with_errno`]).
     errno: *mut i32,
+}
+
+/// Direct hand-overs between two fibers (see [`yield_now`]) before a yield
+/// goes through the root, which polls timers and I/O.
+const DIRECT_BUDGET: u32 = 64;
+
+/// The state of a direct hand-over between two fibers (see [`yield_now`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Handover {
+    /// No fiber is resuming another from its own stack.
+    Idle,
+    /// The running fiber was resumed by another that yielded to it, and
+    /// suspends straight back to it.
+    Active,
+    /// Set by a fork reset made while handing over: the fiber that handed
+    /// over does not exist in the child.
+    ResumerGone,
 }
 
 thread_local! {
@@ -357,9 +375,9 @@ impl Hub {
             remote,
             looping: Cell::new(false),
             beat: monitor::register(),
-            handing_over: Cell::new(false),
-            direct_left: Cell::new(64),
-            resumer_gone: Cell::new(false),
+            handing_over: Cell::new(Handover::Idle),
+            direct_left: Cell::new(0),
+            direct_budget: 0,
             errno: fiber::errno::location(),
             counters: Counters {
                 spawned: Cell::new(0),
@@ -374,6 +392,10 @@ impl Hub {
             },
         }));
         hub.root.state.set(State::Running);
+        if hub.beat.is_none() {
+            hub.direct_budget = DIRECT_BUDGET;
+            hub.direct_left.set(DIRECT_BUDGET);
+        }
         HUB.with(|h| h.set(hub));
         stats_at_exit();
         hub
@@ -517,40 +539,80 @@ impl Hub {
         done
     }
 
+    /// The run queue's only task, if exactly one is queued.
+    #[inline(always)]
+    fn sole_runnable(&self) -> Option<*const Task> {
+        let q = self.runq_peek();
+        (q.len() == 1).then(|| Rc::as_ptr(&q[0]))
+    }
+
+    /// The run queue, read without a borrow flag (the hand-over path runs
+    /// at every yield and counts instructions).
+    #[inline(always)]
+    fn runq_peek(&self) -> &VecDeque<Rc<Task>> {
+        // SAFETY: every mutable borrow of the queue is a short statement
+        // that neither switches nor calls user code, so none is active
+        // while a fiber runs; the reference returned is dropped before the
+        // caller does anything that could take one.
+        unsafe { &*self.runq.as_ptr() }
+    }
+
     /// Runs `next`, the only runnable task, from the stack of `me`, the
-    /// running fiber, which has just yielded (see [`yield_slow`]).
+    /// running fiber, which has just yielded (see [`yield_now`]).
     ///
     /// `next` stays at the front of the run queue while it runs: nothing
     /// pops the queue meanwhile (the root is not running, and `next` can
     /// only suspend back here), and if it yields again it is exactly where
     /// FIFO order puts it, so the common round trip touches the queue not
     /// at all.
+    ///
+    /// This is [`Hub::switch_to`] pared down to what a yield between two
+    /// fibers needs, because it is inlined into every `yield_now` caller
+    /// and its instructions are most of a round trip. In particular it
+    /// gives the stall monitor no heartbeat: with the monitor on, the
+    /// budget is 0 and every yield goes through the root, which beats.
     #[inline(always)]
     fn hand_over(&self, me: *const Task, next: *const Task) {
         // SAFETY: `next` is the run queue's front entry, which holds a strong
         // reference for the whole call (see above; a fork in `next` leaks
         // the queue, it does not drop it).
         let t = unsafe { &*next };
-        self.handing_over.set(true);
-        let done = self.switch_to(t, me);
-        self.handing_over.set(false);
-        // The common case: it yielded again and woke nobody, so the queue
-        // is exactly as FIFO order wants it.
-        if done || self.resumer_gone.get() || t.state.get() != State::Runnable || t.exiting.get() {
-            return self.handed_back(me, next, done);
+        // SAFETY: only fibers are queued (the root waits in its own loop).
+        let f = unsafe { t.fiber.as_ref().unwrap_unchecked() };
+        debug_assert!(self.beat.is_none());
+        self.handing_over.set(Handover::Active);
+        t.state.set(State::Running);
+        CURRENT.with(|c| c.set(next));
+        bump(&self.counters.switches);
+        // SAFETY: the hub belongs to this thread, and so does its errno slot.
+        let done = unsafe { f.resume_with_errno(self.errno) };
+        CURRENT.with(|c| c.set(me));
+        // The common case: it yielded again. A fiber that ended, blocked or
+        // exited suspends in another state (`Running` for the first and
+        // last), so one test covers them all.
+        let how = self.handing_over.replace(Handover::Idle);
+        if how != Handover::Active || t.state.get() != State::Runnable {
+            return self.handed_back(me, next, done, how);
         }
-        let mut q = self.runq.borrow_mut();
-        if q.len() > 1 {
-            // It woke others first: it belongs behind them.
-            q.rotate_left(1);
+        debug_assert!(!done && !t.exiting.get());
+        if self.runq_peek().len() > 1 {
+            self.behind_the_woken();
         }
+    }
+
+    /// The handed-over fiber yielded after waking others: FIFO order puts
+    /// it behind them.
+    #[cold]
+    #[inline(never)]
+    fn behind_the_woken(&self) {
+        self.runq.borrow_mut().rotate_left(1);
     }
 
     /// The rest of [`Hub::hand_over`]: `next` blocked, ended, or forked.
     #[cold]
     #[inline(never)]
-    fn handed_back(&self, me: *const Task, next: *const Task, done: bool) {
-        if self.resumer_gone.get() {
+    fn handed_back(&self, me: *const Task, next: *const Task, done: bool, how: Handover) {
+        if how == Handover::ResumerGone {
             return self.orphaned_by_fork(me, next, done);
         }
         // It blocked or ended: off the queue.
@@ -572,7 +634,6 @@ impl Hub {
     /// (its stack is leaked like every other lost fiber's).
     #[cold]
     fn orphaned_by_fork(&self, me: *const Task, next: *const Task, done: bool) {
-        self.resumer_gone.set(false);
         // SAFETY: `next` is registered in `tasks` (the fork reset kept the
         // forking task), which holds a strong reference; take one more.
         let t = unsafe {
@@ -903,16 +964,23 @@ pub fn sleep_interruptible(deadline: Instant) -> bool {
 /// In a fiber: goes to the back of the run queue. In the root: runs the
 /// fibers that are runnable now, then polls once without blocking.
 ///
-/// The common case of a yield between two busy fibers is inlined into the
-/// caller: see [`yield_slow`] for why that matters.
+/// The common case, a yield between two busy fibers, is inlined into the
+/// caller whole; everything else is [`yield_slow`], out of line. Why inline:
+/// a fiber resumes by *returning* through the frames it suspended in, and
+/// the return stack buffer was filled by the other fiber meanwhile, so each
+/// such return is mispredicted; and the coroutine switch clobbers every
+/// callee-saved register, which an out-of-line function must save and
+/// restore around every call while an inlined loop saves them once.
+/// Measured on this machine: ~21 ns a round trip with the resuming side out
+/// of line, ~14 ns with it inlined.
 #[inline]
 pub fn yield_now() {
     let p = CURRENT.with(|c| c.get());
     if !p.is_null() {
-        let hub = HUB.with(|h| h.get());
         // SAFETY: a thread that runs a task has a hub (HUB is set before the
         // first task runs and never cleared), and it is never freed.
-        if unsafe { (*hub).handing_over.get() } {
+        let hub = unsafe { &*HUB.with(|h| h.get()) };
+        if hub.handing_over.get() != Handover::Idle {
             // We were resumed by a fiber handing over to us (below), and it
             // is the only other runnable fiber: FIFO runs it next. Suspend
             // straight back to it; it requeues us.
@@ -921,50 +989,34 @@ pub fn yield_now() {
             fiber::suspend();
             return;
         }
-    }
-    yield_slow();
-}
-
-/// The rest of [`yield_now`], out of line.
-///
-/// Why the split: a fiber resumes by *returning* through the frames it
-/// suspended in, and those returns are always mispredicted (the return
-/// stack buffer was filled by the other fiber meanwhile). Measured on this
-/// machine, two fibers bouncing through one out-of-line suspend cost ~25 ns
-/// a round trip against ~7 ns with the suspend inlined into their loop. The
-/// resuming side may stay out of line: its call and return are balanced
-/// around the switch.
-#[inline(never)]
-fn yield_slow() {
-    let p = CURRENT.with(|c| c.get());
-    if !p.is_null() {
-        let hub = Hub::get();
         // Direct hand-over: when exactly one other fiber is runnable, strict
         // FIFO runs it and then us again, so resume it from our own stack:
         // when it suspends, control comes straight back here, one coroutine
         // round trip instead of two through the root. One level deep only
-        // (a fiber resumed this way suspends back at once, in yield_now),
-        // and every 64th yield goes through the root so timers and I/O are
-        // polled.
-        debug_assert!(!hub.handing_over.get());
+        // (a fiber resumed this way suspends back at once, above), and
+        // every DIRECT_BUDGET-th yield goes through the root so timers and
+        // I/O are polled (every yield, under the stall monitor).
         let left = hub.direct_left.get();
         if left > 0 {
-            let next = {
-                let q = hub.runq.borrow();
-                if q.len() == 1 {
-                    Rc::as_ptr(&q[0])
-                } else {
-                    std::ptr::null()
-                }
-            };
-            if !next.is_null() {
+            if let Some(next) = hub.sole_runnable() {
                 hub.direct_left.set(left - 1);
                 hub.hand_over(p, next);
                 return;
             }
         }
+    }
+    yield_slow();
+}
+
+/// The rest of [`yield_now`], out of line: through the root.
+#[inline(never)]
+fn yield_slow() {
+    let p = CURRENT.with(|c| c.get());
+    if !p.is_null() {
+        let hub = Hub::get();
+        debug_assert_eq!(hub.handing_over.get(), Handover::Idle);
         // Only a yield that really reaches the root renews the budget.
-        hub.direct_left.set(64);
+        hub.direct_left.set(hub.direct_budget);
         // The normal path: mark ourselves runnable and switch to the root,
         // which requeues the reference it already holds.
         // SAFETY: CURRENT points at the running task (see Hub::current).

@@ -1,12 +1,15 @@
 /*
  * stall_demo: what stalls a single-threaded hub, and what does not.
  *
- * usage: stall_demo MODE [MS]
+ * usage: stall_demo MODE [MS [BOUNCES]]
  *   cpu     a thread named "spin" computes for MS ms (default 1000) in
  *           busy_loop() without any call that could yield
  *   raw     a thread sleeps MS ms with a raw syscall(SYS_nanosleep), which
  *           no symbol hook can see
  *   hooked  a thread sleeps MS ms with nanosleep(), which greenhook hooks
+ *   handed  "spin" and a thread named "partner" (created in that order,
+ *           after the ticker) bounce sched_yield() between them BOUNCES
+ *           times (default 100001), then "spin" sleeps as in raw mode
  * Meanwhile a ticker thread wakes every 100 ms, for the whole run.
  *
  * stdout: "ok MODE" (deterministic)
@@ -15,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +29,7 @@
 static double t0;
 static volatile int done;
 static int ms = 1000;
+static int bounces = 100001;
 
 static double now_ms(void)
 {
@@ -54,12 +59,22 @@ __attribute__((noinline)) static unsigned long busy_loop(double until)
 {
     unsigned long x = 1;
     while (now_ms() < until)
-        for (int i = 0; i < 100000; i++)
+        for (int i = 0; i < bounces; i++)
             x = x * 6364136223846793005UL + 1442695040888963407UL;
     return x;
 }
 
 static const char *mode;
+static volatile int spinning;
+
+static void *partner(void *arg)
+{
+    (void)arg;
+    pthread_setname_np(pthread_self(), "partner");
+    while (!spinning)
+        sched_yield();
+    return NULL;
+}
 
 static void *worker(void *arg)
 {
@@ -71,10 +86,19 @@ static void *worker(void *arg)
         (void)r;
     } else {
         struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-        if (!strcmp(mode, "raw"))
+        pthread_t p;
+        if (!strcmp(mode, "handed")) {
+            pthread_create(&p, NULL, partner, NULL);
+            for (int i = 0; i < bounces; i++)
+                sched_yield();
+            spinning = 1;
+        }
+        if (!strcmp(mode, "raw") || !strcmp(mode, "handed"))
             syscall(SYS_nanosleep, &ts, NULL);
         else
             nanosleep(&ts, NULL);
+        if (!strcmp(mode, "handed"))
+            pthread_join(p, NULL);
     }
     usleep(250000);
     done = 1;
@@ -83,13 +107,16 @@ static void *worker(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || (strcmp(argv[1], "cpu") && strcmp(argv[1], "raw") && strcmp(argv[1], "hooked"))) {
-        fprintf(stderr, "usage: stall_demo cpu|raw|hooked [MS]\n");
+    if (argc < 2 || (strcmp(argv[1], "cpu") && strcmp(argv[1], "raw") && strcmp(argv[1], "hooked") &&
+                     strcmp(argv[1], "handed"))) {
+        fprintf(stderr, "usage: stall_demo cpu|raw|hooked|handed [MS [BOUNCES]]\n");
         return 2;
     }
     mode = argv[1];
     if (argc > 2)
         ms = atoi(argv[2]);
+    if (argc > 3)
+        bounces = atoi(argv[3]);
     t0 = now_ms();
     pthread_t a, b;
     pthread_create(&a, NULL, ticker, NULL);
