@@ -208,7 +208,10 @@ impl Slot {
 unsafe impl Stack for FiberStack {
     #[inline]
     fn base(&self) -> StackPointer {
-        StackPointer::new(self.slot.top).expect("stack top is non-null")
+        // Read at every resume: no check on the hot path.
+        // SAFETY: `top` is the end of a mapped range (see the invariant),
+        // so it is not zero.
+        unsafe { StackPointer::new_unchecked(self.slot.top) }
     }
     #[inline]
     fn limit(&self) -> StackPointer {
