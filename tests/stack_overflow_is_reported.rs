@@ -37,6 +37,39 @@ fn overflow_names_the_fiber() {
     assert!(err.contains("'deep' overflowed its 64 KiB stack"), "{err}");
 }
 
+/// The overflowing fiber is named even when it runs because another handed
+/// it control directly (a yield between two fibers skips the root), and
+/// even when the one that handed over has a bigger stack.
+#[test]
+fn overflow_in_a_handed_over_fiber_names_it() {
+    if std::env::var_os("GREENHOOK_TEST_CHILD").is_some() {
+        let partner = greenhook::Builder::new()
+            .name("partner")
+            .stack_size(256 * 1024)
+            .spawn(|| loop {
+                greenhook::yield_now();
+            })
+            .unwrap();
+        let h = greenhook::Builder::new()
+            .name("deep")
+            .stack_size(64 * 1024)
+            .spawn(|| {
+                for _ in 0..10 {
+                    greenhook::yield_now();
+                }
+                recurse(1_000_000)
+            })
+            .unwrap();
+        let _ = h.join();
+        drop(partner);
+        unreachable!();
+    }
+    let out = child("overflow_in_a_handed_over_fiber_names_it");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("'deep' overflowed its 64 KiB stack"), "{err}");
+}
+
 #[test]
 fn other_segfaults_are_not_reported_as_overflow() {
     if std::env::var_os("GREENHOOK_TEST_CHILD").is_some() {

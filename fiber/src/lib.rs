@@ -1,9 +1,12 @@
 //! Stackful fibers for greenhook.
 //!
-//! A [`Fiber`] runs a closure on its own stack and can [`suspend`] itself
-//! back to whoever called [`Fiber::resume`]. This crate knows stacks and
+//! A [`Fiber`] runs a closure on its own stack and can suspend itself back
+//! to whoever called [`Fiber::resume`]. This crate knows stacks and
 //! switching and nothing of I/O or scheduling; the `hub` crate builds the
-//! scheduler on top.
+//! scheduler on top. In particular it keeps no notion of "the fiber running
+//! now": that is scheduling state, kept once, by the scheduler (which tells
+//! the overflow handler through [`set_running_hook`]), instead of a second
+//! thread-local that every switch would have to keep in step.
 //!
 //! - Stacks come from a per-thread pool carved out of large reserved regions
 //!   (see [`stack`]): spawning on a pooled stack makes no system call, and the
@@ -17,10 +20,10 @@
 //!   (they may belong to C code that cannot unwind) and recycles its stack.
 //!
 //! ```
-//! use fiber::{Fiber, suspend};
-//! let f = Fiber::new(None, None, || {
+//! use fiber::Fiber;
+//! let f = Fiber::new(None, None, |s| {
 //!     println!("one");
-//!     suspend();
+//!     s.suspend();
 //!     println!("two");
 //! })
 //! .unwrap();
@@ -38,6 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
+pub use overflow::set_running_hook;
 pub use stack::{default_stack_size, FiberStack, DEFAULT_STACK_SIZE};
 
 type Co = Coroutine<(), (), (), FiberStack>;
@@ -45,8 +49,23 @@ type Co = Coroutine<(), (), (), FiberStack>;
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
-    /// The fiber running on this OS thread, null in the root context.
-    static CURRENT: Cell<*const Fiber> = const { Cell::new(std::ptr::null()) };
+    /// The fiber being resumed for the first time, so that its closure can
+    /// tell it where its yielder lives (see [`Fiber::first_resume`]).
+    static STARTING: Cell<*const Fiber> = const { Cell::new(std::ptr::null()) };
+}
+
+/// What a fiber's closure is given to suspend itself with.
+pub struct Suspender<'a> {
+    y: &'a Yielder<(), ()>,
+}
+
+impl Suspender<'_> {
+    /// Suspends the fiber, returning to whoever resumed it; returns when it
+    /// is resumed again.
+    #[inline]
+    pub fn suspend(&self) {
+        self.y.suspend(());
+    }
 }
 
 /// A stackful fiber.
@@ -70,14 +89,15 @@ pub struct Fiber {
 }
 
 impl Fiber {
-    /// Creates a fiber that will run `f` when first resumed.
+    /// Creates a fiber that will run `f` when first resumed; `f` is given
+    /// a [`Suspender`] to suspend itself with.
     ///
     /// `stack_size` defaults to [`default_stack_size`]. The closure must not
     /// let a panic escape (the `hub` crate catches panics at the fiber
     /// boundary); if one does, it propagates out of [`Fiber::resume`].
     pub fn new<F>(name: Option<Box<str>>, stack_size: Option<usize>, f: F) -> io::Result<Fiber>
     where
-        F: FnOnce() + 'static,
+        F: FnOnce(Suspender<'_>) + 'static,
     {
         let stack = FiberStack::new(stack_size.unwrap_or_else(default_stack_size))?;
         Self::on_stack(name, stack, f)
@@ -87,7 +107,7 @@ impl Fiber {
     /// through [`FiberStack::foreign`]).
     pub fn on_stack<F>(name: Option<Box<str>>, stack: FiberStack, f: F) -> io::Result<Fiber>
     where
-        F: FnOnce() + 'static,
+        F: FnOnce(Suspender<'_>) + 'static,
     {
         overflow::ensure_installed();
         let bounds = stack.bounds();
@@ -95,11 +115,11 @@ impl Fiber {
         let guarded = stack.is_guarded();
         let stack_size = stack.size();
         let co = Co::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
-            let cur = CURRENT.with(|c| c.get());
-            // SAFETY: resume() set CURRENT to this fiber before switching
-            // here, and the fiber outlives its own execution.
-            unsafe { (*cur).yielder.set(y) };
-            f()
+            let me = STARTING.with(|s| s.replace(std::ptr::null()));
+            // SAFETY: first_resume set STARTING to this fiber just before
+            // switching here, and the fiber outlives that call.
+            unsafe { (*me).yielder.set(y) };
+            f(Suspender { y })
         });
         Ok(Fiber {
             bounds,
@@ -116,12 +136,14 @@ impl Fiber {
     }
 
     /// Runs the fiber until it suspends (returns `false`) or finishes
-    /// (returns `true`). Resuming a finished fiber returns `true` at once.
+    /// (returns `true`).
     ///
     /// Swaps `errno`: the caller's value is kept aside while the fiber runs
     /// with its own.
     ///
-    /// A fiber cannot resume itself (checked in debug builds).
+    /// # Panics
+    /// When the fiber has finished, or is running (a fiber cannot resume
+    /// itself): corosensei checks both.
     #[inline]
     pub fn resume(&self) -> bool {
         // SAFETY: errno::location() is the calling thread's errno slot.
@@ -136,23 +158,38 @@ impl Fiber {
     /// `errno` must be [`errno::location`] as seen by the calling thread.
     #[inline]
     pub unsafe fn resume_with_errno(&self, errno: *mut i32) -> bool {
-        let me: *const Fiber = self;
-        let prev = CURRENT.with(|c| c.replace(me));
-        debug_assert!(prev != me, "a fiber cannot resume itself");
         debug_assert!(errno == errno::location());
         // SAFETY: the caller vouches that `errno` is this thread's slot.
         let saved = unsafe { errno.replace(self.errno.get()) };
-        // SAFETY: `co` is only ever touched here; resume is not re-entrant for
-        // one fiber (a fiber's own code cannot reach this with the same fiber,
-        // and only one context runs at a time on a thread).
-        let r = unsafe { (*self.co.get()).resume(()) };
+        // SAFETY: `co` is only touched here and in suspend's yielder, never
+        // by two contexts at once: a running coroutine's resume panics
+        // (corosensei checks) and only one context runs at a time on a
+        // thread.
+        let r = if self.yielder.get().is_null() {
+            self.first_resume()
+        } else {
+            // SAFETY: as above.
+            unsafe { (*self.co.get()).resume(()) }
+        };
         // SAFETY: as above; the fiber ran on this same thread.
         self.errno.set(unsafe { errno.replace(saved) });
-        CURRENT.with(|c| c.set(prev));
         if !self.guarded {
             self.check_canary();
         }
         matches!(r, CoroutineResult::Return(()))
+    }
+
+    /// The first resume, out of line: it tells the fiber's closure, through
+    /// `STARTING`, which fiber to record its yielder in (the fiber may have
+    /// moved since it was made, so the closure cannot know its address).
+    #[cold]
+    #[inline(never)]
+    fn first_resume(&self) -> CoroutineResult<(), ()> {
+        STARTING.with(|s| s.set(self));
+        // SAFETY: as in resume_with_errno.
+        let r = unsafe { (*self.co.get()).resume(()) };
+        STARTING.with(|s| s.set(std::ptr::null()));
+        r
     }
 
     #[cold]
@@ -169,6 +206,21 @@ impl Fiber {
         // SAFETY: the canary word is the lowest usable word of this fiber's
         // stack, which stays mapped for the fiber's lifetime.
         unsafe { lo.read_volatile() == stack::CANARY }
+    }
+
+    /// Suspends this fiber, returning to whoever resumed it; returns when it
+    /// is resumed again. For a scheduler that holds the fiber; the fiber's
+    /// own closure has its [`Suspender`].
+    ///
+    /// # Safety
+    /// Must be called by this fiber's own code while it runs (on its own
+    /// stack): suspending another fiber, or from outside any, would switch
+    /// away on the wrong stack.
+    #[inline]
+    pub unsafe fn suspend(&self) {
+        // SAFETY: we run on this fiber's stack (the caller's contract), so
+        // it has started and its yielder is set and live.
+        unsafe { (*self.yielder.get()).suspend(()) };
     }
 
     /// Whether the fiber's closure has returned.
@@ -246,32 +298,6 @@ impl Drop for Fiber {
     }
 }
 
-/// Suspends the current fiber, returning to whoever resumed it.
-///
-/// Must be called inside a fiber (checked in debug builds).
-#[inline]
-pub fn suspend() {
-    let cur = CURRENT.with(|c| c.get());
-    debug_assert!(!cur.is_null(), "fiber::suspend called outside a fiber");
-    // SAFETY: `cur` is the running fiber (set by resume), alive while it runs;
-    // its yielder was set when it started, and we are on its stack.
-    unsafe { (*(*cur).yielder.get()).suspend(()) }
-}
-
-/// Runs `f` with the fiber currently running on this thread, if any.
-pub fn with_current<R>(f: impl FnOnce(Option<&Fiber>) -> R) -> R {
-    let cur = CURRENT.with(|c| c.get());
-    // SAFETY: non-null CURRENT points at the running fiber, which lives at
-    // least until it returns to its resumer, i.e. past this call.
-    f(unsafe { cur.as_ref() })
-}
-
-/// Whether this code runs inside a fiber (as opposed to a thread's own stack).
-#[inline]
-pub fn in_fiber() -> bool {
-    !CURRENT.with(|c| c.get()).is_null()
-}
-
 /// Access to the calling OS thread's `errno`.
 pub mod errno {
     #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -310,9 +336,9 @@ mod tests {
     fn resume_suspend_and_finish() {
         let log = Rc::new(RefCell::new(Vec::new()));
         let l = log.clone();
-        let f = Fiber::new(Some("t".into()), None, move || {
+        let f = Fiber::new(Some("t".into()), None, move |s| {
             l.borrow_mut().push(1);
-            suspend();
+            s.suspend();
             l.borrow_mut().push(2);
         })
         .unwrap();
@@ -328,9 +354,9 @@ mod tests {
     #[test]
     fn errno_is_per_fiber() {
         errno::set(7);
-        let f = Fiber::new(None, None, || {
+        let f = Fiber::new(None, None, |s| {
             errno::set(42);
-            suspend();
+            s.suspend();
             assert_eq!(errno::get(), 42);
         })
         .unwrap();
@@ -350,18 +376,53 @@ mod tests {
                 panic!("a suspended fiber was unwound");
             }
         }
-        let f = Fiber::new(None, None, || {
+        let f = Fiber::new(None, None, |s| {
             let _l = Loud;
-            suspend();
+            s.suspend();
         })
         .unwrap();
         f.resume();
         drop(f);
     }
 
+    /// A scheduler holds fibers by value and moves them (into a task, a
+    /// queue): before the first resume and while suspended. Both the
+    /// fiber's own suspender and the scheduler's `Fiber::suspend` must keep
+    /// working.
+    #[test]
+    fn a_moved_fiber_suspends_both_ways() {
+        thread_local! {
+            static HELD: RefCell<Option<Box<Fiber>>> = const { RefCell::new(None) };
+        }
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let l = log.clone();
+        let f = Fiber::new(None, None, move |s| {
+            l.borrow_mut().push(1);
+            s.suspend();
+            l.borrow_mut().push(2);
+            // The way a scheduler suspends the fiber it runs.
+            let me: *const Fiber = HELD.with(|h| &**h.borrow().as_ref().unwrap() as *const Fiber);
+            // SAFETY: `me` is this fiber, running on its own stack.
+            unsafe { (*me).suspend() };
+            l.borrow_mut().push(3);
+        })
+        .unwrap();
+        let moved = Box::new(f);
+        assert!(!moved.resume());
+        let moved_again = Box::new(*moved);
+        HELD.with(|h| *h.borrow_mut() = Some(moved_again));
+        let me: *const Fiber = HELD.with(|h| &**h.borrow().as_ref().unwrap() as *const Fiber);
+        // SAFETY: the box stays in HELD, unmoved, until the fiber finishes.
+        let held = unsafe { &*me };
+        assert!(!held.resume());
+        assert!(held.resume());
+        assert_eq!(*log.borrow(), [1, 2, 3]);
+        HELD.with(|h| h.borrow_mut().take());
+    }
+
     #[test]
     fn locals_default_to_zero() {
-        let f = Fiber::new(None, None, || {}).unwrap();
+        let f = Fiber::new(None, None, |_| {}).unwrap();
         assert_eq!(f.local(3), 0);
         f.set_local(3, 99);
         assert_eq!(f.local(3), 99);

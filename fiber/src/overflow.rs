@@ -7,14 +7,41 @@
 //! aborts. Any other fault goes to the handler that was installed before ours
 //! (or the default action), so ordinary crashes look as they always did.
 //!
-//! Everything in the handler is async-signal-safe: it reads a thread-local
-//! pointer, formats into a stack buffer and calls `write(2)` and `abort(3)`.
+//! Which fiber runs is the scheduler's knowledge, not this crate's: the
+//! scheduler names a function that says ([`set_running_hook`]). Without one
+//! no fault is recognised as an overflow.
+//!
+//! Everything in the handler is async-signal-safe: it calls the hook (which
+//! must itself be: the hub's reads one thread-local pointer), formats into a
+//! stack buffer and calls `write(2)` and `abort(3)`.
 
 use std::cell::Cell;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
-use crate::{Fiber, CURRENT};
+use crate::Fiber;
+
+/// The scheduler's [`set_running_hook`] function, as an address (0: none).
+static RUNNING_HOOK: AtomicUsize = AtomicUsize::new(0);
+
+/// Tells the overflow handler how to find the fiber running on the calling
+/// thread: `hook` returns it, or null outside any fiber. The handler calls
+/// it from a signal handler, so it must be async-signal-safe (reading a
+/// thread-local pointer is).
+pub fn set_running_hook(hook: fn() -> *const Fiber) {
+    RUNNING_HOOK.store(hook as usize, Ordering::Release);
+}
+
+/// The fiber running on this thread, per the scheduler's hook.
+fn running() -> *const Fiber {
+    let h = RUNNING_HOOK.load(Ordering::Acquire);
+    if h == 0 {
+        return std::ptr::null();
+    }
+    // SAFETY: a non-zero value was stored from a `fn() -> *const Fiber`.
+    let hook = unsafe { std::mem::transmute::<usize, fn() -> *const Fiber>(h) };
+    hook()
+}
 
 /// 0 = not installed, 1 = installing, 2 = installed.
 static STATE: AtomicU8 = AtomicU8::new(0);
@@ -90,9 +117,9 @@ fn install_altstack() {
 extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let addr = unsafe { (*info).si_addr() } as usize;
-    let cur = CURRENT.try_with(|c| c.get()).unwrap_or(std::ptr::null());
-    // SAFETY: non-null CURRENT is the fiber running on this thread, alive
-    // while it runs; the fault happened while it ran.
+    let cur = running();
+    // SAFETY: the hook returns the fiber running on this thread (or null),
+    // alive while it runs; the fault happened while it ran.
     if let Some(f) = unsafe { cur.as_ref() } {
         // Anything from the guard page up to a little below it counts: a
         // large frame can skip past a single guard page.

@@ -159,6 +159,19 @@ impl Task {
         }
     }
 
+    /// Suspends this task's fiber back to whoever resumed it.
+    ///
+    /// # Safety
+    /// `self` is the running task, and not the root (see
+    /// [`fiber::Fiber::suspend`]).
+    #[inline(always)]
+    unsafe fn suspend(&self) {
+        debug_assert!(!self.is_root());
+        // SAFETY: the caller's contract: a running fiber task has a fiber,
+        // and we run on its stack.
+        unsafe { self.fiber.as_ref().unwrap_unchecked().suspend() }
+    }
+
     /// The fiber id, or 0 for the root context.
     pub fn id(&self) -> u64 {
         self.fiber.as_ref().map_or(0, |f| f.id())
@@ -396,6 +409,7 @@ impl Hub {
             hub.direct_budget = DIRECT_BUDGET;
             hub.direct_left.set(DIRECT_BUDGET);
         }
+        fiber::set_running_hook(running_fiber);
         HUB.with(|h| h.set(hub));
         stats_at_exit();
         hub
@@ -447,7 +461,8 @@ impl Hub {
         if cur.is_root() {
             self.run_root(cur);
         } else {
-            fiber::suspend();
+            // SAFETY: `cur` is the running task, and a fiber.
+            unsafe { cur.suspend() };
         }
         let reason = cur.reason.get();
         if let Some(k) = key {
@@ -646,8 +661,10 @@ impl Hub {
             self.runq.borrow_mut().push_back(t);
         }
         // SAFETY: `me` is the running fiber (CURRENT was restored above).
-        unsafe { (*me).state.set(State::Blocked) };
-        fiber::suspend();
+        unsafe {
+            (*me).state.set(State::Blocked);
+            (*me).suspend();
+        }
         unreachable!("a fiber lost in fork() was resumed");
     }
 
@@ -815,7 +832,7 @@ pub struct Spawn {
 /// crate catches panics at the fiber boundary before they get here).
 pub fn spawn(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
     let hub = Hub::get();
-    let body = move || {
+    let body = move |_: fiber::Suspender<'_>| {
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
             let _g = internal::Guard::new();
             eprintln!("greenhook: a panic escaped a fiber; aborting");
@@ -857,6 +874,25 @@ pub fn current_user() -> Option<usize> {
     let p = CURRENT.with(|c| c.get());
     // SAFETY: CURRENT points at the running task, alive while it runs.
     unsafe { p.as_ref() }.map(|t| t.user.get())
+}
+
+/// Runs `f` with the fiber running on this thread, if any (the root
+/// context has none).
+pub fn with_current_fiber<R>(f: impl FnOnce(Option<&fiber::Fiber>) -> R) -> R {
+    // SAFETY: non-null CURRENT points at the running task, which the run
+    // loop keeps alive while it runs; `f` runs within that time (should it
+    // switch, it does so on this fiber's own stack, which the fiber outlives).
+    f(unsafe { CURRENT.with(|c| c.get()).as_ref() }.and_then(|t| t.fiber.as_ref()))
+}
+
+/// The fiber running on this thread, or null: the overflow handler's hook
+/// (see [`fiber::set_running_hook`]). Reads one thread-local pointer, so it
+/// is async-signal-safe.
+fn running_fiber() -> *const fiber::Fiber {
+    // SAFETY: as in with_current_fiber.
+    unsafe { CURRENT.with(|c| c.get()).as_ref() }
+        .and_then(|t| t.fiber.as_ref())
+        .map_or(std::ptr::null(), |f| f as *const fiber::Fiber)
 }
 
 /// Whether the caller runs inside a fiber.
@@ -915,7 +951,9 @@ pub fn exit_current() -> ! {
         assert!(!cur.is_root(), "hub::exit_current called outside a fiber");
         cur.exiting.set(true);
     }
-    fiber::suspend();
+    let p = CURRENT.with(|c| c.get());
+    // SAFETY: the running task, a fiber (asserted above).
+    unsafe { (*p).suspend() };
     unreachable!("an exited fiber was resumed")
 }
 
@@ -984,9 +1022,12 @@ pub fn yield_now() {
             // We were resumed by a fiber handing over to us (below), and it
             // is the only other runnable fiber: FIFO runs it next. Suspend
             // straight back to it; it requeues us.
-            // SAFETY: CURRENT points at the running task (see Hub::current).
-            unsafe { (*p).state.set(State::Runnable) };
-            fiber::suspend();
+            // SAFETY: CURRENT points at the running task (see Hub::current),
+            // a fiber.
+            unsafe {
+                (*p).state.set(State::Runnable);
+                (*p).suspend();
+            }
             return;
         }
         // Direct hand-over: when exactly one other fiber is runnable, strict
@@ -1019,9 +1060,12 @@ fn yield_slow() {
         hub.direct_left.set(hub.direct_budget);
         // The normal path: mark ourselves runnable and switch to the root,
         // which requeues the reference it already holds.
-        // SAFETY: CURRENT points at the running task (see Hub::current).
-        unsafe { (*p).state.set(State::Runnable) };
-        fiber::suspend();
+        // SAFETY: CURRENT points at the running task (see Hub::current),
+        // a fiber.
+        unsafe {
+            (*p).state.set(State::Runnable);
+            (*p).suspend();
+        }
         return;
     }
     let hub = Hub::get();

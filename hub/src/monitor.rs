@@ -137,7 +137,7 @@ extern "C" fn on_capture(_sig: libc::c_int, _info: *mut libc::siginfo_t, _ctx: *
         slot.store(*f as usize, Ordering::Relaxed);
     }
     CAPTURE_LEN.store(n, Ordering::Relaxed);
-    fiber::with_current(|f| {
+    crate::with_current_fiber(|f| {
         CAPTURE_ID.store(f.map_or(0, |f| f.id()), Ordering::Relaxed);
         let mut packed = [0u8; 64];
         if internal::provided_name(&mut packed) == 0 {

@@ -102,7 +102,7 @@ fn cooperate() -> bool {
 
 /// The caller's owner id: the fiber id, or minus the tid in a root context.
 pub(crate) fn owner_id() -> i32 {
-    match fiber::with_current(|f| f.map(|f| f.id())) {
+    match hub::with_current_fiber(|f| f.map(|f| f.id())) {
         Some(id) => (id & 0x7fff_ffff) as i32,
         // SAFETY: gettid has no preconditions.
         None => -(unsafe { libc::gettid() }).max(1),

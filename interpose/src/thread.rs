@@ -281,7 +281,7 @@ fn fiber_main(key: usize, f: Start, arg: usize, user_stack: Option<(usize, usize
         // Report exactly what the caller gave, else the fiber's usable range.
         let (lo, hi) = match user_stack {
             Some((lo, len)) => (lo, lo + len),
-            None => fiber::with_current(|f| f.map_or((0, 0), |f| f.stack_bounds())),
+            None => hub::with_current_fiber(|f| f.map_or((0, 0), |f| f.stack_bounds())),
         };
         rec.stack_top.set(hi);
         rec.stack_size.set(hi - lo);
@@ -310,7 +310,7 @@ fn finish(key: usize, r: *mut c_void) {
 
 fn run_fiber_destructors() {
     for _ in 0..DESTRUCTOR_ITERATIONS {
-        let vals = fiber::with_current(|f| f.map(|f| f.take_locals()).unwrap_or_default());
+        let vals = hub::with_current_fiber(|f| f.map(|f| f.take_locals()).unwrap_or_default());
         let mut ran = false;
         for (k, v) in vals.into_iter().enumerate() {
             let d = DTORS.get(k).map_or(0, |d| d.load(Ordering::Relaxed));
@@ -815,7 +815,7 @@ pub unsafe extern "C" fn __pthread_unwind_next(buf: *mut c_void) -> ! {
 // ---------- keys ----------
 
 fn fiber_keys() -> bool {
-    crate::is_patched() && crate::threads_as_fibers() && fiber::in_fiber()
+    crate::is_patched() && crate::threads_as_fibers() && hub::in_fiber()
 }
 
 /// `pthread_key_create`: a real key; its destructor is remembered for fibers.
@@ -861,7 +861,7 @@ pub unsafe extern "C" fn pthread_getspecific(k: pthread_key_t) -> *mut c_void {
             if (k as usize) >= KEYS_MAX {
                 return std::ptr::null_mut();
             }
-            return fiber::with_current(|f| f.map_or(0, |f| f.local(k as usize))) as *mut c_void;
+            return hub::with_current_fiber(|f| f.map_or(0, |f| f.local(k as usize))) as *mut c_void;
         }
         // SAFETY: pass-through.
         unsafe { next::pthread_getspecific(k) }
@@ -877,7 +877,7 @@ pub unsafe extern "C" fn pthread_setspecific(k: pthread_key_t, v: *const c_void)
             if (k as usize) >= KEYS_MAX {
                 return libc::EINVAL;
             }
-            fiber::with_current(|f| {
+            hub::with_current_fiber(|f| {
                 if let Some(f) = f {
                     f.set_local(k as usize, v as usize)
                 }
