@@ -81,7 +81,7 @@ pub fn reset_after_fork() {
     }
     // Leak, never drop: other fibers' waits must not run destructors that
     // could reset coroutines under C frames.
-    std::mem::forget(std::mem::take(&mut *hub.runq.borrow_mut()));
+    std::mem::forget(hub.runq.take());
     std::mem::forget(std::mem::take(&mut *hub.timers.borrow_mut()));
     std::mem::forget(std::mem::take(&mut *hub.waitq.borrow_mut()));
     std::mem::forget(std::mem::take(&mut *hub.fds.borrow_mut()));

@@ -300,7 +300,7 @@ fn bump(c: &Cell<u64>) {
 /// The per-thread scheduler.
 pub(crate) struct Hub {
     root: Rc<Task>,
-    runq: RefCell<VecDeque<Rc<Task>>>,
+    runq: RunQueue,
     /// Live fibers, for diagnostics; each knows its index.
     tasks: RefCell<Vec<Rc<Task>>>,
     timers: RefCell<BTreeMap<(Instant, u64), Waiter>>,
@@ -326,6 +326,77 @@ pub(crate) struct Hub {
     /// This thread's `errno` slot, looked up once (see
     /// [`fiber::Fiber::resume_with_errno`]).
     errno: *mut i32,
+}
+
+/// The FIFO run queue of a hub. It also keeps its only entry at hand, for
+/// the question the hand-over in [`yield_now`] asks at every yield: is
+/// exactly one fiber runnable, and which?
+struct RunQueue {
+    q: RefCell<VecDeque<Rc<Task>>>,
+    /// # Invariant
+    /// The queue's only entry while it has exactly one (so the queue holds
+    /// a strong reference to it), else null.
+    sole: Cell<*const Task>,
+}
+
+impl RunQueue {
+    fn new() -> RunQueue {
+        RunQueue {
+            q: RefCell::new(VecDeque::new()),
+            sole: Cell::new(std::ptr::null()),
+        }
+    }
+
+    fn push_back(&self, t: Rc<Task>) {
+        let mut q = self.q.borrow_mut();
+        q.push_back(t);
+        self.note(&q);
+    }
+
+    fn pop_front(&self) -> Option<Rc<Task>> {
+        let mut q = self.q.borrow_mut();
+        let t = q.pop_front();
+        self.note(&q);
+        t
+    }
+
+    /// Moves the front entry, which must be `t`, to the back.
+    fn rotate_front_to_back(&self, t: *const Task) {
+        let mut q = self.q.borrow_mut();
+        debug_assert!(q.front().is_some_and(|f| std::ptr::eq(Rc::as_ptr(f), t)));
+        q.rotate_left(1);
+        self.note(&q);
+    }
+
+    fn len(&self) -> usize {
+        self.q.borrow().len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.q.borrow().is_empty()
+    }
+
+    /// Empties the queue, handing its entries to the caller.
+    fn take(&self) -> VecDeque<Rc<Task>> {
+        self.sole.set(std::ptr::null());
+        std::mem::take(&mut *self.q.borrow_mut())
+    }
+
+    /// The only queued task, if exactly one is queued; valid while it stays
+    /// queued.
+    #[inline(always)]
+    fn sole(&self) -> Option<*const Task> {
+        let p = self.sole.get();
+        (!p.is_null()).then_some(p)
+    }
+
+    fn note(&self, q: &VecDeque<Rc<Task>>) {
+        self.sole.set(if q.len() == 1 {
+            Rc::as_ptr(&q[0])
+        } else {
+            std::ptr::null()
+        });
+    }
 }
 
 /// Direct hand-overs between two fibers (see [`yield_now`]) before a yield
@@ -376,7 +447,7 @@ impl Hub {
         let remote = remote::Inbox::new(reactor.notifier());
         let hub = Box::leak(Box::new(Hub {
             root: Rc::new(Task::new(None)),
-            runq: RefCell::new(VecDeque::new()),
+            runq: RunQueue::new(),
             tasks: RefCell::new(Vec::new()),
             timers: RefCell::new(BTreeMap::new()),
             timer_seq: Cell::new(0),
@@ -484,7 +555,7 @@ impl Hub {
         t.reason.set(reason);
         t.state.set(State::Runnable);
         if !t.is_root() {
-            self.runq.borrow_mut().push_back(t.clone());
+            self.runq.push_back(t.clone());
         }
         true
     }
@@ -495,7 +566,7 @@ impl Hub {
         assert!(!self.looping.replace(true), "greenhook: the hub loop was re-entered");
         let mut since_poll = 0u32;
         while root.state.get() == State::Blocked {
-            let next = self.runq.borrow_mut().pop_front();
+            let next = self.runq.pop_front();
             match next {
                 Some(t) => {
                     self.run_task(t);
@@ -525,7 +596,7 @@ impl Hub {
             self.finish(t);
         } else if t.state.get() == State::Runnable {
             // It yielded: back of the queue, reusing the reference we hold.
-            self.runq.borrow_mut().push_back(t);
+            self.runq.push_back(t);
         }
     }
 
@@ -552,24 +623,6 @@ impl Hub {
             self.beat(b, back);
         }
         done
-    }
-
-    /// The run queue's only task, if exactly one is queued.
-    #[inline(always)]
-    fn sole_runnable(&self) -> Option<*const Task> {
-        let q = self.runq_peek();
-        (q.len() == 1).then(|| Rc::as_ptr(&q[0]))
-    }
-
-    /// The run queue, read without a borrow flag (the hand-over path runs
-    /// at every yield and counts instructions).
-    #[inline(always)]
-    fn runq_peek(&self) -> &VecDeque<Rc<Task>> {
-        // SAFETY: every mutable borrow of the queue is a short statement
-        // that neither switches nor calls user code, so none is active
-        // while a fiber runs; the reference returned is dropped before the
-        // caller does anything that could take one.
-        unsafe { &*self.runq.as_ptr() }
     }
 
     /// Runs `next`, the only runnable task, from the stack of `me`, the
@@ -610,17 +663,17 @@ impl Hub {
             return self.handed_back(me, next, done, how);
         }
         debug_assert!(!done && !t.exiting.get());
-        if self.runq_peek().len() > 1 {
-            self.behind_the_woken();
+        if self.runq.sole() != Some(next) {
+            self.behind_the_woken(next);
         }
     }
 
-    /// The handed-over fiber yielded after waking others: FIFO order puts
-    /// it behind them.
+    /// The handed-over fiber `next` yielded after waking others: FIFO order
+    /// puts it behind them.
     #[cold]
     #[inline(never)]
-    fn behind_the_woken(&self) {
-        self.runq.borrow_mut().rotate_left(1);
+    fn behind_the_woken(&self, next: *const Task) {
+        self.runq.rotate_front_to_back(next);
     }
 
     /// The rest of [`Hub::hand_over`]: `next` blocked, ended, or forked.
@@ -631,11 +684,7 @@ impl Hub {
             return self.orphaned_by_fork(me, next, done);
         }
         // It blocked or ended: off the queue.
-        let t = self
-            .runq
-            .borrow_mut()
-            .pop_front()
-            .expect("the handed-over task left the run queue");
+        let t = self.runq.pop_front().expect("the handed-over task left the run queue");
         debug_assert!(std::ptr::eq(Rc::as_ptr(&t), next));
         if done || t.exiting.get() {
             self.finish(t);
@@ -658,7 +707,7 @@ impl Hub {
         if done || t.exiting.get() {
             self.finish(t);
         } else if t.state.get() == State::Runnable {
-            self.runq.borrow_mut().push_back(t);
+            self.runq.push_back(t);
         }
         // SAFETY: `me` is the running fiber (CURRENT was restored above).
         unsafe {
@@ -701,7 +750,7 @@ impl Hub {
     /// next timer (or forever) when nothing is runnable.
     fn poll(&self, block: bool) {
         let now = Instant::now();
-        let timeout = if !block || !self.runq.borrow().is_empty() {
+        let timeout = if !block || !self.runq.is_empty() {
             Some(Duration::ZERO)
         } else {
             self.timers
@@ -859,7 +908,7 @@ pub fn spawn(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
         }
     }
     bump(&hub.counters.spawned);
-    hub.runq.borrow_mut().push_back(t.clone());
+    hub.runq.push_back(t.clone());
     Ok(t)
 }
 
@@ -1039,7 +1088,7 @@ pub fn yield_now() {
         // I/O are polled (every yield, under the stall monitor).
         let left = hub.direct_left.get();
         if left > 0 {
-            if let Some(next) = hub.sole_runnable() {
+            if let Some(next) = hub.runq.sole() {
                 hub.direct_left.set(left - 1);
                 hub.hand_over(p, next);
                 return;
@@ -1072,10 +1121,10 @@ fn yield_slow() {
     if hub.looping.get() {
         return;
     }
-    let n = hub.runq.borrow().len();
+    let n = hub.runq.len();
     hub.looping.set(true);
     for _ in 0..n {
-        let next = hub.runq.borrow_mut().pop_front();
+        let next = hub.runq.pop_front();
         match next {
             Some(t) => hub.run_task(t),
             None => break,
