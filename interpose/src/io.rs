@@ -230,20 +230,37 @@ fn would_block(e: c_int) -> bool {
 }
 
 /// One operation that returns as soon as anything is transferred.
+///
+/// The first attempt is inlined and looks at nothing else: on a ready fd
+/// (the common case, and the whole cost of a hook over the raw call) the
+/// socket timeout is not even read. It starts counting at the first
+/// `EAGAIN`, where the kernel's would start waiting.
+#[inline]
 fn once(fd: c_int, interest: Interest, which: Timeout, mut op: impl FnMut() -> ssize_t) -> ssize_t {
     crate::cancel_point();
+    let r = op();
+    if r >= 0 {
+        return r;
+    }
+    once_waiting(fd, interest, which, op)
+}
+
+/// [`once`] after an attempt failed: wait and retry while it would block.
+#[cold]
+#[inline(never)]
+fn once_waiting(fd: c_int, interest: Interest, which: Timeout, mut op: impl FnMut() -> ssize_t) -> ssize_t {
     let dl = deadline(fd, which);
     loop {
-        let r = op();
-        if r >= 0 {
-            return r;
-        }
         let e = errno::get();
         if !would_block(e) {
-            return r;
+            return -1;
         }
         if let Err(e) = wait(fd, interest, dl) {
             return errno::fail(e);
+        }
+        let r = op();
+        if r >= 0 {
+            return r;
         }
     }
 }
@@ -251,29 +268,44 @@ fn once(fd: c_int, interest: Interest, which: Timeout, mut op: impl FnMut() -> s
 /// A write-like operation continued until `total` bytes are through.
 /// `op(done)` transfers from offset `done`. Returns the total, or the
 /// partial count if an error or timeout comes after some progress.
+///
+/// As in [`once`], the first attempt is inlined; the rest, and the socket
+/// timeout, wait for a short or failed one.
+#[inline]
 fn all(fd: c_int, total: usize, mut op: impl FnMut(usize) -> ssize_t) -> ssize_t {
     crate::cancel_point();
+    let r = op(0);
+    if r >= 0 && r as usize >= total {
+        return r;
+    }
+    all_waiting(fd, total, r, op)
+}
+
+/// [`all`] after a first attempt `first` that did not finish.
+#[cold]
+#[inline(never)]
+fn all_waiting(fd: c_int, total: usize, first: ssize_t, mut op: impl FnMut(usize) -> ssize_t) -> ssize_t {
     let dl = deadline(fd, Timeout::Send);
     let mut done = 0usize;
+    let mut r = first;
     loop {
-        let r = op(done);
         if r > 0 {
             done += r as usize;
             if done >= total {
                 return done as ssize_t;
             }
-            continue;
-        }
-        if r == 0 {
+        } else if r == 0 {
             return done as ssize_t;
+        } else {
+            let e = errno::get();
+            if !would_block(e) {
+                return if done > 0 { done as ssize_t } else { r };
+            }
+            if let Err(e) = wait(fd, Interest::Writable, dl) {
+                return if done > 0 { done as ssize_t } else { errno::fail(e) };
+            }
         }
-        let e = errno::get();
-        if !would_block(e) {
-            return if done > 0 { done as ssize_t } else { r };
-        }
-        if let Err(e) = wait(fd, Interest::Writable, dl) {
-            return if done > 0 { done as ssize_t } else { errno::fail(e) };
-        }
+        r = op(done);
     }
 }
 
@@ -320,7 +352,7 @@ unsafe fn iov_total(iov: *const iovec, cnt: c_int) -> usize {
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     crate::real::guard("read", || {
         // SAFETY: forwarded unchanged, possibly several times.
-        let op = || unsafe { next::read(fd, buf, n) };
+        let op = move || unsafe { next::read(fd, buf, n) };
         match path(fd) {
             Path::Pass => op(),
             Path::Managed => once(fd, Interest::Readable, Timeout::Recv, op),
@@ -341,7 +373,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
             // SAFETY: forwarded unchanged.
             Path::Pass | Path::File => unsafe { next::write(fd, buf, n) },
             // SAFETY: stays within the caller's buffer of n bytes.
-            Path::Managed => all(fd, n, |done| unsafe {
+            Path::Managed => all(fd, n, move |done| unsafe {
                 next::write(fd, buf.cast::<u8>().add(done).cast(), n - done)
             }),
             // SAFETY: stays within the caller's buffer of n bytes.
@@ -358,7 +390,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
     crate::real::guard("readv", || {
         // SAFETY: forwarded unchanged.
-        let op = || unsafe { next::readv(fd, iov, cnt) };
+        let op = move || unsafe { next::readv(fd, iov, cnt) };
         match path(fd) {
             Path::Pass => op(),
             Path::Managed => once(fd, Interest::Readable, Timeout::Recv, op),
