@@ -7,6 +7,8 @@
  * only the named ones; unknown names fail. A wrong result calls fail(), which
  * prints "FAIL <check>: ..." on stderr and exits 1. alarm(20) turns a hang
  * into a death by SIGALRM. The whole run's time goes to stderr as time_ms=.
+ * Also here: the helpers those programs share (deadline, EXPECT_EQ, result,
+ * msleep, and a one-shot event).
  */
 #ifndef GREENHOOK_CHECK_H
 #define GREENHOOK_CHECK_H
@@ -46,6 +48,76 @@ static void fail(const char *fmt, ...)
     fprintf(stderr, "\n");
     va_end(ap);
     exit(1);
+}
+
+/* An absolute deadline `ms` from now on clock `clk`. */
+static inline struct timespec deadline(clockid_t clk, long ms)
+{
+    struct timespec ts;
+    clock_gettime(clk, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
+/* A value (a return code or an errno) must be exactly `want`. */
+#define EXPECT_EQ(what, got, want)                                                              \
+    do {                                                                                        \
+        long _g = (long)(got), _w = (long)(want);                                               \
+        if (_g != _w)                                                                           \
+            fail("%s: got %ld (%s), want %ld (%s)", what, _g, en((int)_g), _w, en((int)_w));    \
+    } while (0)
+
+/* One line of deterministic output for the current check: "check: ...". */
+static inline void result(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s: ", g_check);
+    vprintf(fmt, ap);
+    printf("\n");
+    fflush(stdout);
+    va_end(ap);
+}
+
+static inline void msleep(long ms)
+{
+    usleep((useconds_t)(ms * 1000));
+}
+
+/* A one-shot event: a flag guarded by a mutex and condvar. */
+struct event {
+    pthread_mutex_t m;
+    pthread_cond_t c;
+    int set;
+};
+#define EVENT_INIT { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 }
+
+static inline void ev_set(struct event *e)
+{
+    pthread_mutex_lock(&e->m);
+    e->set = 1;
+    pthread_cond_broadcast(&e->c);
+    pthread_mutex_unlock(&e->m);
+}
+
+static inline void ev_wait(struct event *e)
+{
+    pthread_mutex_lock(&e->m);
+    while (!e->set)
+        pthread_cond_wait(&e->c, &e->m);
+    pthread_mutex_unlock(&e->m);
+}
+
+static inline void ev_reset(struct event *e)
+{
+    pthread_mutex_lock(&e->m);
+    e->set = 0;
+    pthread_mutex_unlock(&e->m);
 }
 
 #ifndef CHECK_CUSTOM_SPAWN

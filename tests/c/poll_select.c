@@ -38,17 +38,6 @@
 
 /* ---------- helpers ---------- */
 
-static void result(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s: ", g_check);
-    vprintf(fmt, ap);
-    printf("\n");
-    fflush(stdout);
-    va_end(ap);
-}
-
 static void timing(const char *suffix, long long ms)
 {
     fprintf(stderr, "%s%s%s.time_ms=%lld\n", g_check, *suffix ? "_" : "", suffix, ms);

@@ -35,78 +35,9 @@
 
 /* ---------- helpers ---------- */
 
-static struct timespec deadline(clockid_t clk, long ms)
-{
-    struct timespec ts;
-    clock_gettime(clk, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
-}
-
-/* name of an error number, "0" for success */
-
-#define EXPECT_EQ(what, got, want)                                                              \
-    do {                                                                                        \
-        long _g = (long)(got), _w = (long)(want);                                               \
-        if (_g != _w)                                                                           \
-            fail("%s: got %ld (%s), want %ld (%s)", what, _g, en((int)_g), _w, en((int)_w));    \
-    } while (0)
-
 static void timing(const char *name, long long ms)
 {
     fprintf(stderr, "%s.time_ms=%lld\n", name, ms);
-}
-
-static void result(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s: ", g_check);
-    vprintf(fmt, ap);
-    printf("\n");
-    fflush(stdout);
-    va_end(ap);
-}
-
-static void msleep(long ms)
-{
-    usleep((useconds_t)(ms * 1000));
-}
-
-/* A one-shot event: a flag guarded by a mutex and condvar. */
-struct event {
-    pthread_mutex_t m;
-    pthread_cond_t c;
-    int set;
-};
-#define EVENT_INIT { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 }
-
-static void ev_set(struct event *e)
-{
-    pthread_mutex_lock(&e->m);
-    e->set = 1;
-    pthread_cond_broadcast(&e->c);
-    pthread_mutex_unlock(&e->m);
-}
-
-static void ev_wait(struct event *e)
-{
-    pthread_mutex_lock(&e->m);
-    while (!e->set)
-        pthread_cond_wait(&e->c, &e->m);
-    pthread_mutex_unlock(&e->m);
-}
-
-static void ev_reset(struct event *e)
-{
-    pthread_mutex_lock(&e->m);
-    e->set = 0;
-    pthread_mutex_unlock(&e->m);
 }
 
 /* ---------- mutex_condvar: bounded buffer ---------- */
