@@ -225,6 +225,143 @@ pub(crate) fn hand_back(fd: c_int) {
     }
 }
 
+/// The managed pipes a child process would inherit with `O_NONBLOCK` set
+/// underneath: not close-on-exec, not made non-blocking by the user. A
+/// program exec'd on one would meet `EAGAIN` on a full or empty pipe and
+/// fail or lose data (fds 0–2 never get here: they were handed back).
+fn inheritable_pipes() -> impl Iterator<Item = c_int> {
+    (0..fdtable::high() as c_int).filter(|&fd| {
+        let f = fdtable::flags(fd);
+        if f & fdtable::MANAGED == 0 || f & (fdtable::SOCKET | fdtable::USER_NONBLOCK) != 0 {
+            return false;
+        }
+        // SAFETY: F_GETFD only reads the descriptor flags.
+        let fdfl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFD) };
+        // SAFETY: an all-zero stat is a valid out buffer for fstat.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat writes into `st`.
+        let fifo =
+            unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st) } == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO;
+        fdfl >= 0 && fdfl as c_int & libc::FD_CLOEXEC == 0 && fifo
+    })
+}
+
+/// A new, blocking open file description of the pipe end `fd`, through
+/// `/proc/self/fd` (the kernel opens the same pipe again, with the same
+/// access mode), close-on-exec. None if that fails (no `/proc`, no fds
+/// left, the write end of a pipe nobody reads).
+fn reopen_blocking(fd: c_int) -> Option<c_int> {
+    // SAFETY: F_GETFL only reads the status flags.
+    let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) };
+    if fl < 0 {
+        return None;
+    }
+    let fl = fl as c_int;
+    // "/proc/self/fd/" and the number, NUL-terminated, without allocating
+    // (this runs in a fork child).
+    let mut path = *b"/proc/self/fd/\0\0\0\0\0\0\0\0\0\0\0\0";
+    let mut digits = [0u8; 10];
+    let (mut n, mut len) = (fd as u32, 0);
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for i in 0..len {
+        path[14 + i] = digits[len - 1 - i];
+    }
+    // O_NONBLOCK for the open only: opening the write end of a pipe with no
+    // reader would otherwise wait for one; it fails with ENXIO instead.
+    // SAFETY: a NUL-terminated path; the flags ask for a new fd.
+    let nfd = unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            (fl & libc::O_ACCMODE) | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
+    if nfd < 0 {
+        return None;
+    }
+    let nfd = nfd as c_int;
+    // SAFETY: our own new description; clears O_NONBLOCK, keeps the rest.
+    unsafe { libc::syscall(libc::SYS_fcntl, nfd, libc::F_SETFL, fl & !libc::O_NONBLOCK) };
+    Some(nfd)
+}
+
+/// Puts `from` at `to` (raw `dup3`: no hook, no table update) and closes
+/// `from`.
+fn move_fd(from: c_int, to: c_int) {
+    // SAFETY: both are open fds of this process; `to` is replaced.
+    unsafe {
+        libc::syscall(libc::SYS_dup3, from, to, 0);
+        libc::syscall(libc::SYS_close, from);
+    }
+}
+
+/// In the child of `fork`: every pipe it would pass on to a program it
+/// execs gets its own blocking description, so the program sees a
+/// blocking pipe; the parent's description (shared until now, non-blocking
+/// underneath) is untouched. From here on the child treats the fd as a
+/// known foreign one (readiness wait, then the call), like stdin.
+pub(crate) fn private_pipes_after_fork() {
+    for fd in inheritable_pipes() {
+        if let Some(b) = reopen_blocking(fd) {
+            move_fd(b, fd);
+            fdtable::set_known(fd, false, false);
+        }
+    }
+}
+
+/// Pipes swapped for blocking ones around a `posix_spawn` (see
+/// [`blocking_pipes_for_spawn`]).
+pub(crate) struct SpawnPipes(Vec<(c_int, c_int)>);
+
+/// For `posix_spawn`, whose child runs glibc's code and then the program,
+/// out of our sight: every pipe the child would inherit is swapped, in the
+/// parent, for a blocking description of the same pipe until the spawn
+/// returns ([`SpawnPipes::restore`]); the child keeps that one. Nothing runs
+/// meanwhile on this hub (the spawn does not yield), so no fiber sees the
+/// swap.
+pub(crate) fn blocking_pipes_for_spawn() -> SpawnPipes {
+    let mut swapped = Vec::new();
+    for fd in inheritable_pipes() {
+        // SAFETY: duplicates an open fd, close-on-exec, above stdio.
+        let saved = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_DUPFD_CLOEXEC, 3) };
+        if saved < 0 {
+            continue;
+        }
+        let saved = saved as c_int;
+        match reopen_blocking(fd) {
+            Some(b) => {
+                move_fd(b, fd);
+                swapped.push((fd, saved));
+            }
+            None => {
+                // SAFETY: our own duplicate.
+                unsafe { libc::syscall(libc::SYS_close, saved) };
+            }
+        }
+    }
+    SpawnPipes(swapped)
+}
+
+impl SpawnPipes {
+    /// Puts the parent's own descriptions back (not close-on-exec, as they
+    /// were). Keeps `errno`.
+    pub(crate) fn restore(self) {
+        let e = crate::errno::get();
+        for (fd, saved) in self.0 {
+            move_fd(saved, fd);
+        }
+        crate::errno::set(e);
+    }
+}
+
 /// `posix_spawn_file_actions_adddup2(3)`: a managed fd that a spawned child
 /// will get as its stdin/stdout/stderr is handed back now ([`hand_back`]);
 /// the dup itself happens inside glibc, out of sight.

@@ -50,7 +50,10 @@
 //! - `vfork` is `fork`: the child of a real `vfork` shares our stack and
 //!   must not return from the function that called it, which a hook is.
 //!   `posix_spawn` and `exec*` pass through (glibc's `posix_spawn` blocks the
-//!   calling thread only until the child has exec'd).
+//!   calling thread only until the child has exec'd), except that a managed
+//!   pipe the child inherits is given to it blocking: after `fork` in the
+//!   child, around `posix_spawn` in the parent (see
+//!   [`crate::fd::private_pipes_after_fork`]).
 
 use std::time::Duration;
 
@@ -67,6 +70,8 @@ mod next {
         fn system(cmd: *const c_char) -> c_int;
         fn pclose(f: *mut c_void) -> c_int;
         fn fork() -> pid_t;
+        fn posix_spawn(pid: *mut pid_t, path: *const c_char, fa: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *mut c_char, envp: *const *mut c_char) -> c_int;
+        fn posix_spawnp(pid: *mut pid_t, file: *const c_char, fa: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *mut c_char, envp: *const *mut c_char) -> c_int;
     }
 }
 
@@ -310,10 +315,13 @@ pub unsafe extern "C" fn fork() -> pid_t {
     crate::real::guard("fork", || {
         // SAFETY: forwarded unchanged.
         let pid = unsafe { next::fork() };
-        if pid == 0 && crate::active() && hub::has_hub() {
+        if pid == 0 && crate::active() {
             let e = errno::get();
-            hub::reset_after_fork();
-            crate::signal::after_fork_child();
+            if hub::has_hub() {
+                hub::reset_after_fork();
+                crate::signal::after_fork_child();
+            }
+            crate::fd::private_pipes_after_fork();
             errno::set(e);
         }
         pid
@@ -327,6 +335,56 @@ pub unsafe extern "C" fn fork() -> pid_t {
 pub unsafe extern "C" fn vfork() -> pid_t {
     // SAFETY: same contract as fork (stricter for the caller).
     unsafe { fork() }
+}
+
+/// `posix_spawn(3)`: passes through, except that a pipe the child would
+/// inherit non-blocking underneath is given to it blocking (see
+/// [`crate::fd::blocking_pipes_for_spawn`]).
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_posix_spawn")]
+pub unsafe extern "C" fn posix_spawn(
+    pid: *mut pid_t,
+    path: *const c_char,
+    fa: *const libc::posix_spawn_file_actions_t,
+    attr: *const libc::posix_spawnattr_t,
+    argv: *const *mut c_char,
+    envp: *const *mut c_char,
+) -> c_int {
+    // SAFETY: forwarded unchanged.
+    spawned("posix_spawn", || unsafe {
+        next::posix_spawn(pid, path, fa, attr, argv, envp)
+    })
+}
+
+/// `posix_spawnp(3)`: like [`posix_spawn`].
+#[cfg_attr(not(greenhook_table), no_mangle)]
+#[cfg_attr(greenhook_table, export_name = "greenhook_posix_spawnp")]
+pub unsafe extern "C" fn posix_spawnp(
+    pid: *mut pid_t,
+    file: *const c_char,
+    fa: *const libc::posix_spawn_file_actions_t,
+    attr: *const libc::posix_spawnattr_t,
+    argv: *const *mut c_char,
+    envp: *const *mut c_char,
+) -> c_int {
+    // SAFETY: forwarded unchanged.
+    spawned("posix_spawnp", || unsafe {
+        next::posix_spawnp(pid, file, fa, attr, argv, envp)
+    })
+}
+
+/// The spawn hooks' body: `spawn` runs with the caller's inheritable pipes
+/// swapped for blocking descriptions.
+fn spawned(name: &'static str, spawn: impl FnOnce() -> c_int) -> c_int {
+    crate::real::guard(name, || {
+        if !crate::active() {
+            return spawn();
+        }
+        let pipes = crate::fd::blocking_pipes_for_spawn();
+        let r = spawn();
+        pipes.restore();
+        r
+    })
 }
 
 /// `__vfork`, glibc's alias of `vfork`.
@@ -349,4 +407,6 @@ crate::real::interpose! {
     fork,
     vfork,
     __vfork,
+    posix_spawn,
+    posix_spawnp,
 }

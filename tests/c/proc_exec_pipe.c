@@ -5,16 +5,47 @@
  * underneath, and a child that inherited that as its stdout would see EAGAIN
  * from its own writes and lose output. Nothing may be lost.
  *
- * usage: proc_exec_pipe [LINES] [fork|spawn]   (default 20000, about 250 KB;
- *        fork: fork + dup2 + execlp, spawn: posix_spawnp with a dup2 action)
+ * usage: proc_exec_pipe [LINES] [fork|spawn|fork-fd|spawn-fd|fork-noexec]
+ *        (default 20000 lines, about 250 KB; fork: fork + dup2 + execlp,
+ *        spawn: posix_spawnp with a dup2 action; the -fd forms leave the
+ *        pipe where pipe() put it, fd 3 or above, and the child writes
+ *        there: an inherited fd that is not stdin, stdout or stderr;
+ *        fork-noexec: the forked child writes the lines itself with write(),
+ *        beside a second thread, and never execs)
  * stdout: "lines=<n> last=<last line>" and the child's exit status.
  */
+#include <pthread.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+static void *idle_thread(void *arg)
+{
+    (void)arg;
+    usleep(100000);
+    return NULL;
+}
+
+/* The fork-noexec child: LINES lines written with write(2) on the inherited
+ * pipe, while another thread exists (so that, patched, the writes go
+ * through the hub). */
+static void write_lines(int fd, long lines)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, idle_thread, NULL);
+    char line[32];
+    for (long i = 1; i <= lines; i++) {
+        int len = snprintf(line, sizeof line, "line %ld\n", i);
+        if (write(fd, line, len) != len) {
+            perror("write");
+            _exit(1);
+        }
+    }
+    pthread_join(t, NULL);
+}
 
 int main(int argc, char **argv)
 {
@@ -24,28 +55,44 @@ int main(int argc, char **argv)
         perror("pipe");
         return 1;
     }
-    char script[128];
-    snprintf(script, sizeof script, "i=1; while [ $i -le %s ]; do echo line $i; i=$((i+1)); done", lines);
+    const char *how = argc > 2 ? argv[2] : "fork";
+    int at_fd = !strcmp(how, "fork-fd") || !strcmp(how, "spawn-fd");
+    char script[160], redirect[16] = "";
+    if (at_fd)
+        snprintf(redirect, sizeof redirect, "exec >&%d; ", p[1]);
+    snprintf(script, sizeof script, "%si=1; while [ $i -le %s ]; do echo line $i; i=$((i+1)); done", redirect,
+             lines);
     pid_t pid;
-    if (argc > 2 && !strcmp(argv[2], "spawn")) {
+    if (!strcmp(how, "spawn") || !strcmp(how, "spawn-fd")) {
         extern char **environ;
         posix_spawn_file_actions_t fa;
         posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
+        if (!at_fd)
+            posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
         posix_spawn_file_actions_addclose(&fa, p[0]);
-        posix_spawn_file_actions_addclose(&fa, p[1]);
+        if (!at_fd)
+            posix_spawn_file_actions_addclose(&fa, p[1]);
         char *args[] = { "sh", "-c", script, NULL };
         if (posix_spawnp(&pid, "sh", &fa, NULL, args, environ) != 0) {
             perror("posix_spawnp");
             return 1;
         }
         posix_spawn_file_actions_destroy(&fa);
+    } else if (!strcmp(how, "fork-noexec")) {
+        pid = fork();
+        if (pid == 0) {
+            close(p[0]);
+            write_lines(p[1], atol(lines));
+            _exit(0);
+        }
     } else {
         pid = fork();
         if (pid == 0) {
-            dup2(p[1], STDOUT_FILENO);
             close(p[0]);
-            close(p[1]);
+            if (!at_fd) {
+                dup2(p[1], STDOUT_FILENO);
+                close(p[1]);
+            }
             execlp("sh", "sh", "-c", script, (char *)NULL);
             _exit(127);
         }
