@@ -11,7 +11,8 @@
 //!    `default-stack` feature, which this workspace leaves off). Target ≤ 4×.
 //! 2. **Spawn + join** of one fiber on a pooled stack (the pool is warmed up
 //!    first) against `std::thread::spawn` + `join`. Target: fibers ≥ 300×
-//!    faster.
+//!    faster. A note under the table gives the fiber crate's part alone:
+//!    `Fiber::new` on a pooled stack plus its drop, never run.
 //! 3. **Blocking handoff**: a 4-byte ping-pong over a Unix socketpair between
 //!    two fibers (non-blocking fds, `greenhook::io::wait_readable` on
 //!    `EAGAIN`) against two OS threads on blocking fds. No target.
@@ -505,6 +506,21 @@ fn fiber_spawn_join(n: u64) -> f64 {
     per_op(t0.elapsed(), n)
 }
 
+/// Nanoseconds per `fiber::Fiber::new` on a pooled stack plus its drop
+/// (never run; the drop returns the stack to the pool): the part of a
+/// spawn that the fiber crate owns.
+fn fiber_create_drop(n: u64) -> f64 {
+    let t0 = Instant::now();
+    for i in 0..n {
+        let f = fiber::Fiber::new(None, None, move |_| {
+            black_box(i);
+        })
+        .expect("a fiber on a pooled stack");
+        drop(black_box(f));
+    }
+    per_op(t0.elapsed(), n)
+}
+
 /// Nanoseconds per `std::thread::spawn` + join.
 fn thread_spawn_join(n: u64) -> f64 {
     let t0 = Instant::now();
@@ -531,6 +547,12 @@ fn bench_spawn(sz: &Sizes, notes: &mut Vec<String>) -> Row {
     notes.push(format!(
         "2. spawn + join (min / median / max): {}",
         s.spread(1e-3, "µs")
+    ));
+    let mut create: Vec<f64> = (0..sz.reps).map(|_| fiber_create_drop(sz.fiber_spawns)).collect();
+    create.sort_by(f64::total_cmp);
+    notes.push(format!(
+        "2. of which fiber::Fiber::new on a pooled stack, plus its drop, never run: {:.0} ns (median)",
+        create[create.len() / 2]
     ));
     let speedup = base / ours;
     Row {
