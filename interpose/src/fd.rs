@@ -576,6 +576,20 @@ fn forget_range(first: libc::c_uint, last: libc::c_uint) {
     }
 }
 
+/// Before `syscall(SYS_close, fd)` or `syscall(SYS_close_range, first,
+/// last, flags)`: what the `close` and `close_range` hooks do first.
+pub(crate) fn before_raw_close(n: libc::c_long, a1: libc::c_long, a2: libc::c_long, a3: libc::c_long) {
+    if n == libc::SYS_close {
+        if let Ok(fd) = c_int::try_from(a1) {
+            if fd >= 0 {
+                forget_range(fd as libc::c_uint, fd as libc::c_uint);
+            }
+        }
+    } else if a3 as libc::c_uint & libc::CLOSE_RANGE_CLOEXEC == 0 && (a1 as libc::c_uint) <= (a2 as libc::c_uint) {
+        forget_range(a1 as libc::c_uint, a2 as libc::c_uint);
+    }
+}
+
 /// `close_range(2)`: like `close` for each fd of the range (unless it only
 /// sets close-on-exec).
 #[cfg_attr(not(greenhook_table), no_mangle)]

@@ -92,7 +92,11 @@ static TABLE: SpinLock<BTreeMap<usize, VecDeque<Entry>>> = SpinLock::new(BTreeMa
 static WAITERS: AtomicUsize = AtomicUsize::new(0);
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// The `syscall` hook.
+/// The `syscall` hook: futexes cooperate (below); `SYS_close` and
+/// `SYS_close_range` drop greenhook's bookkeeping of the fds first, as the
+/// `close` hooks do (a registration left behind would swallow the events of
+/// the next fd given the same number); every other call passes through, as
+/// raw as the caller asked.
 #[cfg_attr(not(greenhook_table), no_mangle)]
 #[cfg_attr(greenhook_table, export_name = "greenhook_syscall")]
 pub unsafe extern "C" fn syscall(
@@ -105,6 +109,9 @@ pub unsafe extern "C" fn syscall(
     a6: c_long,
 ) -> c_long {
     if n != libc::SYS_futex {
+        if n == libc::SYS_close || n == libc::SYS_close_range {
+            crate::real::guard("syscall", || crate::fd::before_raw_close(n, a1, a2, a3));
+        }
         // SAFETY: forwarded unchanged.
         return unsafe { next::syscall(n, a1, a2, a3, a4, a5, a6) };
     }

@@ -38,6 +38,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -360,6 +361,50 @@ static void check_close_while_blocked(void)
         fail("reader came back with ret=%zd errno=%s", r.ret, en(r.err));
 }
 
+/* An fd closed with a raw syscall(SYS_close) (or SYS_close_range) after a
+ * thread waited on it: the next socket given the same number must work.
+ * (Under the shim the first wait registered the number with the hub; a
+ * registration left behind would swallow the new socket's events.) */
+static void check_raw_close_reuse(void)
+{
+    for (int range = 0; range < 2; range++) {
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+            fail("socketpair: %s", en(errno));
+        struct reader r = { sv[0], 0, 0, 0, 0, 0 };
+        pthread_t t = spawn(blocked_reader, &r);
+        while (!r.started)
+            usleep(1000);
+        usleep(20000); /* let it wait */
+        if (write(sv[1], "a", 1) != 1)
+            fail("write: %s", en(errno));
+        join(t);
+        EXPECT_EQ("first read", r.ret, 1);
+        int n = sv[0];
+        long rc = range ? syscall(SYS_close_range, (unsigned)n, (unsigned)n, 0) : syscall(SYS_close, n);
+        EXPECT_EQ("raw close", rc, 0);
+        close(sv[1]);
+        int sv2[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv2) != 0)
+            fail("socketpair: %s", en(errno));
+        if (sv2[0] != n)
+            fail("the number %d was not reused (got %d)", n, sv2[0]);
+        struct reader r2 = { sv2[0], 0, 0, 0, 0, 0 };
+        t = spawn(blocked_reader, &r2);
+        while (!r2.started)
+            usleep(1000);
+        usleep(20000);
+        if (write(sv2[1], "b", 1) != 1)
+            fail("write: %s", en(errno));
+        join(t);
+        EXPECT_EQ("read on the reused number", r2.ret, 1);
+        EXPECT_EQ("byte read", r2.c, 'b');
+        close(sv2[0]);
+        close(sv2[1]);
+    }
+    line("raw_close_reuse", "ok");
+}
+
 static void check_shutdown_wakes(void)
 {
     int sv[2];
@@ -627,6 +672,7 @@ static const struct check checks[] = {
     { "nonblock_fionbio", check_nonblock_fionbio },
     { "so_rcvtimeo", check_so_rcvtimeo },
     { "close_while_blocked", check_close_while_blocked },
+    { "raw_close_reuse", check_raw_close_reuse },
     { "shutdown_wakes", check_shutdown_wakes },
     { "bad_fds", check_bad_fds },
     { "bad_sleep", check_bad_sleep },
