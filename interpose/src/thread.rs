@@ -239,9 +239,17 @@ pub unsafe extern "C" fn pthread_create(
         } else {
             fiber::stack::env_stack_size().unwrap_or_else(default_attr_stack)
         });
-        let mut name = [0u8; 16];
-        // SAFETY: a 16-byte buffer for the creator's real thread name.
-        unsafe { next::pthread_getname_np(next::pthread_self(), name.as_mut_ptr().cast(), 16) };
+        // A new thread starts with its creator's name (Linux copies `comm`):
+        // a fiber's own, else the OS thread's.
+        let name = match current_record() {
+            Some(me) => *me.name.borrow(),
+            None => {
+                let mut name = [0u8; 16];
+                // SAFETY: a 16-byte buffer for the creator's real thread name.
+                unsafe { next::pthread_getname_np(next::pthread_self(), name.as_mut_ptr().cast(), 16) };
+                name
+            }
+        };
         let rec = Rc::new(Record {
             task: RefCell::new(None),
             retval: Cell::new(std::ptr::null_mut()),

@@ -86,7 +86,15 @@ static void check_self_equal(void)
 
 /* ---------- names ---------- */
 
-static char name_seen_inside[32], name_default_inside[32], name_own_set[32];
+static char name_seen_inside[32], name_default_inside[32], name_own_set[32], name_inherited[32];
+
+/* A thread starts with its creator's name. */
+static void *inherit_thread(void *arg)
+{
+    (void)arg;
+    pthread_getname_np(pthread_self(), name_inherited, sizeof name_inherited);
+    return NULL;
+}
 
 static void *name_thread(void *arg)
 {
@@ -98,6 +106,7 @@ static void *name_thread(void *arg)
     pthread_setname_np(pthread_self(), "gh-self-named");
     msleep(5);
     pthread_getname_np(pthread_self(), name_own_set, sizeof name_own_set);
+    join(spawn(inherit_thread, NULL));
     ev_reset(&ev_go);
     ev_set(&ev_ready);
     ev_wait(&ev_go);
@@ -125,16 +134,17 @@ static void check_thread_name(void)
     char main_after[32];
     pthread_getname_np(pthread_self(), main_after, sizeof main_after);
     result("main=%s default_in_thread=%s set=%s get=%s from_main=%s seen_inside=%s too_long=%s small_buf=%s "
-           "self_set=%s seen_by_main=%s main_after=%s",
+           "self_set=%s seen_by_main=%s main_after=%s inherited=%s",
            main_before, name_default_inside, en(set), en(get), from_main, name_seen_inside, en(too_long),
-           en(small_buf), name_own_set, after_self, main_after);
+           en(small_buf), name_own_set, after_self, main_after, name_inherited);
     EXPECT_EQ("setname", set, 0);
     EXPECT_EQ("getname", get, 0);
     EXPECT_EQ("setname 16 chars", too_long, ERANGE);
     EXPECT_EQ("getname small buffer", small_buf, ERANGE);
     if (strcmp(from_main, "gh-worker") || strcmp(name_seen_inside, "gh-worker") ||
         strcmp(name_own_set, "gh-self-named") || strcmp(after_self, "gh-self-named") ||
-        strcmp(name_default_inside, main_before) || strcmp(main_after, main_before))
+        strcmp(name_default_inside, main_before) || strcmp(main_after, main_before) ||
+        strcmp(name_inherited, "gh-self-named"))
         fail("name round trip failed");
 }
 
