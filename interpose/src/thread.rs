@@ -448,20 +448,28 @@ enum JoinMode {
     Until(Option<Instant>),
 }
 
+/// The joins, in glibc's order of answers: `pthread_tryjoin_np` on a thread
+/// still running is `EBUSY` before anything else; then a detached thread is
+/// `EINVAL`, joining oneself `EDEADLK` (even while another thread joins
+/// us), and a second joiner `EINVAL`. (Two threads joining each other
+/// wait forever, as with glibc 2.36, unless the hub finds that nothing at
+/// all can run: then the deadlock report.)
 fn join_rec(rec: Rc<Record>, t: pthread_t, r: *mut *mut c_void, mode: JoinMode) -> c_int {
-    if rec.detached.get() || rec.joining.get() {
+    let task = task_of(&rec);
+    if matches!(mode, JoinMode::Try) && !task.is_finished() {
+        return libc::EBUSY;
+    }
+    if rec.detached.get() {
         return libc::EINVAL;
     }
-    if current_record().is_some_and(|c| Rc::ptr_eq(&c, &rec)) {
+    if current_record().is_some_and(|me| Rc::ptr_eq(&me, &rec)) {
         return libc::EDEADLK;
     }
-    let task = task_of(&rec);
+    if rec.joining.get() {
+        return libc::EINVAL;
+    }
     match mode {
-        JoinMode::Try => {
-            if !task.is_finished() {
-                return libc::EBUSY;
-            }
-        }
+        JoinMode::Try => {}
         JoinMode::Block => {
             testcancel();
             rec.joining.set(true);

@@ -307,16 +307,32 @@ static void *wait_go_return(void *arg)
     return (void *)0x9abc;
 }
 
+/* A thread joining itself while another thread joins it: EDEADLK and
+ * EBUSY (glibc checks itself before the other joiner). */
+static int joined_self, tryjoined_self;
+static void *join_self_thread(void *arg)
+{
+    (void)arg;
+    msleep(20); /* main is joining us by now */
+    joined_self = pthread_join(pthread_self(), NULL);
+    tryjoined_self = pthread_tryjoin_np(pthread_self(), NULL);
+    return NULL;
+}
+
 static void check_join(void)
 {
     void *v1 = join(spawn(exit_with_value, NULL));
     void *v2 = join(spawn(return_value, (void *)5L));
     int self = pthread_join(pthread_self(), NULL);
-    result("pthread_exit_value=%#lx return_value=%#lx join_self=%s", (unsigned long)(uintptr_t)v1,
-           (unsigned long)(uintptr_t)v2, en(self));
+    join(spawn(join_self_thread, NULL));
+    result("pthread_exit_value=%#lx return_value=%#lx join_self=%s thread_join_self=%s thread_tryjoin_self=%s",
+           (unsigned long)(uintptr_t)v1, (unsigned long)(uintptr_t)v2, en(self), en(joined_self),
+           en(tryjoined_self));
     EXPECT_EQ("pthread_exit value", (uintptr_t)v1, 0x1234);
     EXPECT_EQ("return value", (uintptr_t)v2, 0x5678);
     EXPECT_EQ("join self", self, EDEADLK);
+    EXPECT_EQ("thread join self", joined_self, EDEADLK);
+    EXPECT_EQ("thread tryjoin self", tryjoined_self, EBUSY);
 }
 
 static void check_tryjoin(void)
