@@ -723,7 +723,15 @@ pub unsafe extern "C" fn sendfile64(out: c_int, inp: c_int, off: *mut libc::off_
 }
 
 /// `connect(2)`: `EINPROGRESS` → wait writable (until `SO_SNDTIMEO`, then
-/// `EINPROGRESS` like the kernel) → the result from `SO_ERROR`.
+/// `EINPROGRESS` like the kernel) → the result from calling `connect`
+/// again.
+///
+/// Why not `SO_ERROR`: it returns the error but leaves the kernel's socket
+/// "connecting", so a second `connect` on it (a retry after
+/// `ECONNREFUSED`) fails with `ECONNABORTED`, where a blocking `connect`
+/// would have tried again. Calling `connect` again finishes the attempt the
+/// way the blocking call does: 0 once connected, `EALREADY` while still in
+/// progress, else the error, with the socket reset for a new attempt.
 #[cfg_attr(not(greenhook_table), no_mangle)]
 #[cfg_attr(greenhook_table, export_name = "greenhook_connect")]
 pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
@@ -733,11 +741,14 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
             return unsafe { next::connect(fd, addr, len) };
         }
         crate::cancel_point();
+        // A successful connect leaves errno alone, however many tries it took.
+        let caller_errno = errno::get();
         let dl = deadline(fd, Timeout::Send);
         loop {
             // SAFETY: forwarded unchanged.
             let r = unsafe { next::connect(fd, addr, len) };
             if r == 0 {
+                errno::set(caller_errno);
                 return 0;
             }
             match errno::get() {
@@ -753,22 +764,27 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
                 _ => return r,
             }
         }
-        match wait(fd, Interest::Writable, dl) {
-            Ok(()) => {}
-            Err(libc::EAGAIN) => return errno::fail(libc::EINPROGRESS),
-            Err(e) => return errno::fail(e),
+        loop {
+            match wait(fd, Interest::Writable, dl) {
+                Ok(()) => {}
+                Err(libc::EAGAIN) => return errno::fail(libc::EINPROGRESS),
+                Err(e) => return errno::fail(e),
+            }
+            // SAFETY: forwarded unchanged.
+            let r = unsafe { next::connect(fd, addr, len) };
+            if r == 0 {
+                errno::set(caller_errno);
+                return 0;
+            }
+            match errno::get() {
+                libc::EISCONN => {
+                    errno::set(caller_errno);
+                    return 0;
+                }
+                libc::EALREADY | libc::EINPROGRESS => {}
+                _ => return r,
+            }
         }
-        let mut err: c_int = 0;
-        let mut l = std::mem::size_of::<c_int>() as socklen_t;
-        // SAFETY: valid out pointers for an int option.
-        let r = unsafe { next::getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, (&raw mut err).cast(), &mut l) };
-        if r < 0 {
-            return r;
-        }
-        if err != 0 {
-            return errno::fail(err);
-        }
-        0
     })
 }
 

@@ -621,6 +621,9 @@ static void check_bad_sockets(void)
     long long t0 = now_ms();
     CALL("connect_closed_port", connect(s, (struct sockaddr *)&sa, sizeof sa), -1, ECONNREFUSED);
     timing("connect_closed_port", now_ms() - t0);
+    /* A retry on the same socket tries again (ECONNABORTED if the first
+     * attempt left the socket half-connected). */
+    CALL("connect_closed_port_again", connect(s, (struct sockaddr *)&sa, sizeof sa), -1, ECONNREFUSED);
     close(s);
 
     /* non-blocking connect: EINPROGRESS, then POLLOUT|POLLERR|POLLHUP and SO_ERROR */
