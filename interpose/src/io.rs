@@ -238,17 +238,26 @@ fn would_block(e: c_int) -> bool {
 #[inline]
 fn once(fd: c_int, interest: Interest, which: Timeout, mut op: impl FnMut() -> ssize_t) -> ssize_t {
     crate::cancel_point();
+    // A call that succeeds leaves errno as it was, even if an attempt on
+    // the way met EAGAIN.
+    let caller_errno = errno::get();
     let r = op();
     if r >= 0 {
         return r;
     }
-    once_waiting(fd, interest, which, op)
+    once_waiting(fd, interest, which, caller_errno, op)
 }
 
 /// [`once`] after an attempt failed: wait and retry while it would block.
 #[cold]
 #[inline(never)]
-fn once_waiting(fd: c_int, interest: Interest, which: Timeout, mut op: impl FnMut() -> ssize_t) -> ssize_t {
+fn once_waiting(
+    fd: c_int,
+    interest: Interest,
+    which: Timeout,
+    caller_errno: c_int,
+    mut op: impl FnMut() -> ssize_t,
+) -> ssize_t {
     let dl = deadline(fd, which);
     loop {
         let e = errno::get();
@@ -260,6 +269,7 @@ fn once_waiting(fd: c_int, interest: Interest, which: Timeout, mut op: impl FnMu
         }
         let r = op();
         if r >= 0 {
+            errno::set(caller_errno);
             return r;
         }
     }
@@ -274,35 +284,47 @@ fn once_waiting(fd: c_int, interest: Interest, which: Timeout, mut op: impl FnMu
 #[inline]
 fn all(fd: c_int, total: usize, mut op: impl FnMut(usize) -> ssize_t) -> ssize_t {
     crate::cancel_point();
+    // As in once: a count returned leaves errno as it was.
+    let caller_errno = errno::get();
     let r = op(0);
     if r >= 0 && r as usize >= total {
         return r;
     }
-    all_waiting(fd, total, r, op)
+    all_waiting(fd, total, r, caller_errno, op)
 }
 
 /// [`all`] after a first attempt `first` that did not finish.
 #[cold]
 #[inline(never)]
-fn all_waiting(fd: c_int, total: usize, first: ssize_t, mut op: impl FnMut(usize) -> ssize_t) -> ssize_t {
+fn all_waiting(
+    fd: c_int,
+    total: usize,
+    first: ssize_t,
+    caller_errno: c_int,
+    mut op: impl FnMut(usize) -> ssize_t,
+) -> ssize_t {
     let dl = deadline(fd, Timeout::Send);
     let mut done = 0usize;
     let mut r = first;
+    let count = |done: usize| {
+        errno::set(caller_errno);
+        done as ssize_t
+    };
     loop {
         if r > 0 {
             done += r as usize;
             if done >= total {
-                return done as ssize_t;
+                return count(done);
             }
         } else if r == 0 {
-            return done as ssize_t;
+            return count(done);
         } else {
             let e = errno::get();
             if !would_block(e) {
-                return if done > 0 { done as ssize_t } else { r };
+                return if done > 0 { count(done) } else { r };
             }
             if let Err(e) = wait(fd, Interest::Writable, dl) {
-                return if done > 0 { done as ssize_t } else { errno::fail(e) };
+                return if done > 0 { count(done) } else { errno::fail(e) };
             }
         }
         r = op(done);

@@ -361,6 +361,38 @@ static void check_close_while_blocked(void)
         fail("reader came back with ret=%zd errno=%s", r.ret, en(r.err));
 }
 
+/* A read that had to wait, then succeeded, leaves errno as the caller had
+ * it (under the shim its first attempt met EAGAIN on the way). */
+static void *errno_reader(void *arg)
+{
+    struct reader *r = arg;
+    r->started = 1;
+    errno = EILSEQ;
+    r->ret = read(r->fd, &r->c, 1);
+    r->err = errno;
+    return NULL;
+}
+
+static void check_errno_after_wait(void)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+        fail("socketpair: %s", en(errno));
+    struct reader r = { sv[0], 0, 0, 0, 0, 0 };
+    pthread_t t = spawn(errno_reader, &r);
+    while (!r.started)
+        usleep(1000);
+    usleep(20000); /* let it wait */
+    if (write(sv[1], "q", 1) != 1)
+        fail("write: %s", en(errno));
+    join(t);
+    line("errno_after_wait", "read ret=%zd errno=%s", r.ret, en(r.err));
+    EXPECT_EQ("read", r.ret, 1);
+    EXPECT_EQ("errno after a read that waited", r.err, EILSEQ);
+    close(sv[0]);
+    close(sv[1]);
+}
+
 /* An fd closed with a raw syscall(SYS_close) (or SYS_close_range) after a
  * thread waited on it: the next socket given the same number must work.
  * (Under the shim the first wait registered the number with the hub; a
@@ -676,6 +708,7 @@ static const struct check checks[] = {
     { "so_rcvtimeo", check_so_rcvtimeo },
     { "close_while_blocked", check_close_while_blocked },
     { "raw_close_reuse", check_raw_close_reuse },
+    { "errno_after_wait", check_errno_after_wait },
     { "shutdown_wakes", check_shutdown_wakes },
     { "bad_fds", check_bad_fds },
     { "bad_sleep", check_bad_sleep },
