@@ -275,18 +275,26 @@ fn once_waiting(
     }
 }
 
-/// A write-like operation continued until `total` bytes are through.
+/// A write-like operation continued until `total()` bytes are through.
 /// `op(done)` transfers from offset `done`. Returns the total, or the
 /// partial count if an error or timeout comes after some progress.
+///
+/// `total` is asked only once the kernel has accepted the first attempt
+/// (it transferred something, or would block): for `writev` and `sendmsg`
+/// it reads the caller's arrays, which only then are known to be valid.
 ///
 /// As in [`once`], the first attempt is inlined; the rest, and the socket
 /// timeout, wait for a short or failed one.
 #[inline]
-fn all(fd: c_int, total: usize, mut op: impl FnMut(usize) -> ssize_t) -> ssize_t {
+fn all(fd: c_int, total: impl FnOnce() -> usize, mut op: impl FnMut(usize) -> ssize_t) -> ssize_t {
     crate::cancel_point();
     // As in once: a count returned leaves errno as it was.
     let caller_errno = errno::get();
     let r = op(0);
+    if r < 0 && !would_block(errno::get()) {
+        return r;
+    }
+    let total = total();
     if r >= 0 && r as usize >= total {
         return r;
     }
@@ -395,9 +403,11 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
             // SAFETY: forwarded unchanged.
             Path::Pass | Path::File => unsafe { next::write(fd, buf, n) },
             // SAFETY: stays within the caller's buffer of n bytes.
-            Path::Managed => all(fd, n, move |done| unsafe {
-                next::write(fd, buf.cast::<u8>().add(done).cast(), n - done)
-            }),
+            Path::Managed => all(
+                fd,
+                || n,
+                move |done| unsafe { next::write(fd, buf.cast::<u8>().add(done).cast(), n - done) },
+            ),
             // SAFETY: stays within the caller's buffer of n bytes.
             Path::Polled => polled_all(fd, n, |done, len| unsafe {
                 next::write(fd, buf.cast::<u8>().add(done).cast(), len)
@@ -437,9 +447,9 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssi
             }
             Path::Managed => {}
         }
-        // SAFETY: the kernel validates the array on the first call; we only
-        // re-slice it after it accepted it.
-        let total = unsafe { iov_total(iov, cnt) };
+        // SAFETY: the array is read only after the kernel accepted it on
+        // the first call (see `all`).
+        let total = || unsafe { iov_total(iov, cnt) };
         all(fd, total, |done| {
             if done == 0 {
                 // SAFETY: forwarded unchanged.
@@ -643,9 +653,11 @@ pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c
             Path::Managed => {}
         }
         // SAFETY: stays within the caller's buffer.
-        all(fd, n, |done| unsafe {
-            next::send(fd, buf.cast::<u8>().add(done).cast(), n - done, flags)
-        })
+        all(
+            fd,
+            || n,
+            |done| unsafe { next::send(fd, buf.cast::<u8>().add(done).cast(), n - done, flags) },
+        )
     })
 }
 
@@ -666,9 +678,11 @@ pub unsafe extern "C" fn sendto(
             return unsafe { next::sendto(fd, buf, n, flags, addr, len) };
         }
         // SAFETY: stays within the caller's buffer.
-        all(fd, n, |done| unsafe {
-            next::sendto(fd, buf.cast::<u8>().add(done).cast(), n - done, flags, addr, len)
-        })
+        all(
+            fd,
+            || n,
+            |done| unsafe { next::sendto(fd, buf.cast::<u8>().add(done).cast(), n - done, flags, addr, len) },
+        )
     })
 }
 
@@ -682,16 +696,17 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
             // SAFETY: forwarded unchanged.
             return unsafe { next::sendmsg(fd, msg, flags) };
         }
-        // SAFETY: msg is non-null and the caller's msghdr.
-        let m = unsafe { *msg };
-        // SAFETY: the kernel validates the iovecs on the first call.
-        let total = unsafe { iov_total(m.msg_iov, m.msg_iovlen as c_int) };
-        all(fd, total.max(1), |done| {
+        // SAFETY: read only after the kernel accepted the msghdr and its
+        // iovecs on the first call (see `all`).
+        let total = || unsafe { iov_total((*msg).msg_iov, (*msg).msg_iovlen as c_int) }.max(1);
+        all(fd, total, |done| {
             if done == 0 {
                 // SAFETY: forwarded unchanged.
                 unsafe { next::sendmsg(fd, msg, flags) }
             } else {
-                // SAFETY: the array was accepted by the kernel.
+                // SAFETY: the kernel accepted the msghdr and its array.
+                let m = unsafe { *msg };
+                // SAFETY: as above.
                 let rest = unsafe { advance(m.msg_iov, m.msg_iovlen as c_int, done) };
                 let mut m2 = m;
                 m2.msg_iov = rest.as_ptr() as *mut iovec;
@@ -732,7 +747,7 @@ pub unsafe extern "C" fn sendfile(out: c_int, inp: c_int, off: *mut libc::off_t,
         }
         // The kernel advances `*off` (or the file offset) itself.
         // SAFETY: forwarded with the remaining count.
-        all(out, n, |done| unsafe { next::sendfile(out, inp, off, n - done) })
+        all(out, || n, |done| unsafe { next::sendfile(out, inp, off, n - done) })
     })
 }
 

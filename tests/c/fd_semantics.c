@@ -39,6 +39,9 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
+#include <stdint.h>
+#include <limits.h>
+#include <sys/uio.h>
 #include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -681,6 +684,25 @@ static void check_bad_sockets(void)
     CALL("read_not_connected", read(s, &c, 1), -1, ENOTCONN);
     CALL("send_not_connected", send(s, "x", 1, MSG_NOSIGNAL), -1, EPIPE);
     close(s);
+
+    /* bad arrays on a connected socket: the kernel's answer, and no crash
+     * (the shim must not read them before the kernel has accepted them) */
+    int sp[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) != 0)
+        fail("socketpair: %s", en(errno));
+    static struct iovec two[2] = { { "x", 1 }, { "y", 1 } };
+    volatile int too_many = IOV_MAX + 1;
+    CALL("writev_too_many", writev(sp[1], two, too_many), -1, EINVAL);
+    struct iovec *volatile no_iov = NULL;
+    CALL("writev_null", writev(sp[1], no_iov, 1), -1, EFAULT);
+    struct msghdr *bad_msg = (struct msghdr *)(uintptr_t)16;
+    CALL("sendmsg_bad_msghdr", sendmsg(sp[1], bad_msg, MSG_NOSIGNAL), -1, EFAULT);
+    struct msghdr mh = { 0 };
+    mh.msg_iov = (struct iovec *)(uintptr_t)16;
+    mh.msg_iovlen = 1;
+    CALL("sendmsg_bad_iov", sendmsg(sp[1], &mh, MSG_NOSIGNAL), -1, EFAULT);
+    close(sp[0]);
+    close(sp[1]);
 
     /* a listening socket's accept() with SO_RCVTIMEO times out with EAGAIN */
     s = socket(AF_INET, SOCK_STREAM, 0);
