@@ -201,6 +201,94 @@ fn loaded_as_shared_library() -> bool {
     }
 }
 
+/// The caller's memory, read and written as the kernel would: a bad
+/// pointer gets `EFAULT` instead of a crash inside a hook.
+pub(crate) mod user {
+    use std::mem::{size_of, MaybeUninit};
+
+    /// Copies `*p`; `Err(EFAULT)` where the kernel would say so.
+    ///
+    /// On Linux through `process_vm_readv` on ourselves; where that is not
+    /// permitted (a seccomp filter, e.g. Docker's default), a plain read.
+    pub(crate) fn read<T: Copy>(p: *const T) -> Result<T, i32> {
+        if p.is_null() {
+            return Err(libc::EFAULT);
+        }
+        #[cfg(target_os = "linux")]
+        {
+            let mut v = MaybeUninit::<T>::uninit();
+            let local = libc::iovec {
+                iov_base: v.as_mut_ptr().cast(),
+                iov_len: size_of::<T>(),
+            };
+            let remote = libc::iovec {
+                iov_base: p as *mut libc::c_void,
+                iov_len: size_of::<T>(),
+            };
+            match copy(&local, &remote, false) {
+                // SAFETY: the kernel wrote all of `v`.
+                Some(true) => return Ok(unsafe { v.assume_init() }),
+                Some(false) => return Err(libc::EFAULT),
+                None => {}
+            }
+        }
+        // SAFETY: the caller's pointer, non-null; no way to check it here.
+        Ok(unsafe { p.read() })
+    }
+
+    /// Stores `v` at `p`; `Err(EFAULT)` where the kernel would say so.
+    pub(crate) fn write<T: Copy>(p: *mut T, v: T) -> Result<(), i32> {
+        if p.is_null() {
+            return Err(libc::EFAULT);
+        }
+        #[cfg(target_os = "linux")]
+        {
+            let local = libc::iovec {
+                iov_base: (&raw const v) as *mut libc::c_void,
+                iov_len: size_of::<T>(),
+            };
+            let remote = libc::iovec {
+                iov_base: p.cast(),
+                iov_len: size_of::<T>(),
+            };
+            match copy(&local, &remote, true) {
+                Some(true) => return Ok(()),
+                Some(false) => return Err(libc::EFAULT),
+                None => {}
+            }
+        }
+        // SAFETY: the caller's pointer, non-null; no way to check it here.
+        unsafe { p.write(v) };
+        Ok(())
+    }
+
+    /// One `process_vm_readv`/`writev` on ourselves: whether all bytes
+    /// moved, or None when the call is not available (errno kept).
+    #[cfg(target_os = "linux")]
+    fn copy(local: &libc::iovec, remote: &libc::iovec, write: bool) -> Option<bool> {
+        let e = fiber::errno::get();
+        let pid = std::process::id() as libc::pid_t;
+        // SAFETY: one iovec each side; `local` is our own memory of the
+        // right size, `remote` is checked by the kernel.
+        let n = unsafe {
+            if write {
+                libc::process_vm_writev(pid, local, 1, remote, 1, 0)
+            } else {
+                libc::process_vm_readv(pid, local, 1, remote, 1, 0)
+            }
+        };
+        if n == local.iov_len as isize {
+            return Some(true);
+        }
+        let failed = fiber::errno::get();
+        super::errno::set(e);
+        if n >= 0 || failed == libc::EFAULT {
+            return Some(false);
+        }
+        None
+    }
+}
+
 /// errno helpers for the C edge.
 pub(crate) mod errno {
     #[cfg(greenhook_linux_hooks)]

@@ -69,19 +69,19 @@ pub unsafe extern "C" fn nanosleep(req: *const timespec, rem: *mut timespec) -> 
             // SAFETY: forwarded unchanged.
             return unsafe { next::nanosleep(req, rem) };
         }
-        // SAFETY: a non-null req points at a timespec (caller's contract);
-        // null gets the kernel's EFAULT.
-        let Some(req) = (unsafe { req.as_ref() }) else {
-            return errno::fail(libc::EFAULT);
+        let req = match crate::user::read(req) {
+            Ok(req) => req,
+            Err(e) => return errno::fail(e),
         };
-        match duration_of(req) {
+        match duration_of(&req) {
             Err(e) => errno::fail(e),
             Ok(d) => match sleep_for(d) {
                 Ok(()) => 0,
                 Err(left) => {
                     if !rem.is_null() {
-                        // SAFETY: caller-provided out pointer, non-null.
-                        unsafe { *rem = timespec_of(left) };
+                        if let Err(e) = crate::user::write(rem, timespec_of(left)) {
+                            return errno::fail(e);
+                        }
                     }
                     errno::fail(libc::EINTR)
                 }
@@ -109,11 +109,11 @@ pub unsafe extern "C" fn clock_nanosleep(
             // SAFETY: forwarded unchanged.
             return unsafe { next::clock_nanosleep(clock, flags, req, rem) };
         }
-        // SAFETY: as in nanosleep.
-        let Some(req) = (unsafe { req.as_ref() }) else {
-            return libc::EFAULT;
+        let req = match crate::user::read(req) {
+            Ok(req) => req,
+            Err(e) => return e,
         };
-        let d = match duration_of(req) {
+        let d = match duration_of(&req) {
             Ok(d) => d,
             Err(e) => return e,
         };
@@ -131,8 +131,9 @@ pub unsafe extern "C" fn clock_nanosleep(
             Ok(()) => 0,
             Err(left) => {
                 if !abs && !rem.is_null() {
-                    // SAFETY: caller-provided out pointer, non-null.
-                    unsafe { *rem = timespec_of(left) };
+                    if let Err(e) = crate::user::write(rem, timespec_of(left)) {
+                        return e;
+                    }
                 }
                 libc::EINTR
             }

@@ -594,6 +594,37 @@ static void check_bad_sleep(void)
     CALL("sleep_zero", sleep(0), 0, 0);
 }
 
+/* Bad pointers to the sleeps, from a thread while another thread lives
+ * (so that, under the shim, the sleeps go through the hub): EFAULT, never a
+ * crash in the hook. */
+static void *bad_sleep_pointers(void *arg)
+{
+    (void)arg;
+    const struct timespec *bad = (const struct timespec *)(uintptr_t)16;
+    CALL("nanosleep_bad_pointer", nanosleep(bad, NULL), -1, EFAULT);
+    errno = ENOENT;
+    int r = clock_nanosleep(CLOCK_MONOTONIC, 0, bad, NULL);
+    int e = errno;
+    line("clock_nanosleep_bad_pointer", "ret=%s errno=%s", en(r), en(e));
+    if (r != EFAULT || e != ENOENT)
+        fail("clock_nanosleep bad pointer: ret=%s errno=%s", en(r), en(e));
+    return NULL;
+}
+
+static void *idle_100ms(void *arg)
+{
+    (void)arg;
+    usleep(100000);
+    return NULL;
+}
+
+static void check_bad_sleep_pointers(void)
+{
+    pthread_t idle = spawn(idle_100ms, NULL);
+    join(spawn(bad_sleep_pointers, NULL));
+    join(idle);
+}
+
 static void check_bad_poll_select(void)
 {
     struct rlimit rl;
@@ -734,6 +765,7 @@ static const struct check checks[] = {
     { "shutdown_wakes", check_shutdown_wakes },
     { "bad_fds", check_bad_fds },
     { "bad_sleep", check_bad_sleep },
+    { "bad_sleep_pointers", check_bad_sleep_pointers },
     { "bad_poll_select", check_bad_poll_select },
     { "bad_sockets", check_bad_sockets },
 };
