@@ -124,6 +124,21 @@ fn scratch_file(name: &str, mib: usize) -> std::path::PathBuf {
     path
 }
 
+/// Regression: fgets and fread on a FILE the hooks pass through (a regular
+/// file, or any stream when no fiber could run) called themselves through
+/// the `fgets`/`fread` symbols and recursed until the stack overflowed.
+#[test]
+fn stdio_reads_a_regular_file() {
+    let path = scratch_file("stdio", 1);
+    let p = path.to_str().unwrap();
+    let (_, patched) = differential("file_reads", &[p, "stdio"]);
+    assert!(
+        patched.stdout.contains("thread fgetc: chars=1048576"),
+        "{}",
+        patched.stdout
+    );
+}
+
 #[test]
 fn cached_file_reads_cost_about_the_same() {
     let path = scratch_file("cached", 16);

@@ -77,7 +77,9 @@ mod next {
         fn getc(f: *mut FILE) -> c_int;
         fn fgetc_unlocked(f: *mut FILE) -> c_int;
         fn getc_unlocked(f: *mut FILE) -> c_int;
+        fn fgets(s: *mut c_char, n: c_int, f: *mut FILE) -> *mut c_char;
         fn fgets_unlocked(s: *mut c_char, n: c_int, f: *mut FILE) -> *mut c_char;
+        fn fread(p: *mut c_void, size: size_t, n: size_t, f: *mut FILE) -> size_t;
         fn fread_unlocked(p: *mut c_void, size: size_t, n: size_t, f: *mut FILE) -> size_t;
         fn getdelim(line: *mut *mut c_char, n: *mut size_t, delim: c_int, f: *mut FILE) -> ssize_t;
         fn vfscanf(f: *mut FILE, fmt: *const c_char, ap: *mut c_void) -> c_int;
@@ -307,7 +309,7 @@ fn fgets_impl(s: *mut c_char, n: c_int, f: *mut FILE, lock: bool) -> *mut c_char
         // SAFETY: forwarded unchanged (glibc handles the edge cases).
         return unsafe {
             if lock {
-                libc::fgets(s, n, f)
+                next::fgets(s, n, f)
             } else {
                 next::fgets_unlocked(s, n, f)
             }
@@ -337,7 +339,7 @@ fn fread_impl(p: *mut c_void, size: size_t, n: size_t, f: *mut FILE, lock: bool)
         // SAFETY: forwarded unchanged.
         return unsafe {
             if lock {
-                libc::fread(p, size, n, f)
+                next::fread(p, size, n, f)
             } else {
                 next::fread_unlocked(p, size, n, f)
             }

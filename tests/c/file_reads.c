@@ -10,6 +10,9 @@
  *                the potential stall, not CPU work), then fsyncs a scratch
  *                file; prints a checksum of what it read and that the ticker
  *                ran; stderr max_tick_late_ms=<n>.
+ *   MODE stdio   reads PATH through stdio (fgets, fread, getline, fgetc),
+ *                first from main with no other thread, then from a thread
+ *                while another lives; prints what each read.
  *
  * stdout is deterministic (checksums, counts).
  */
@@ -67,13 +70,83 @@ static void *ticker(void *arg)
     return NULL;
 }
 
+/* One pass over PATH with each stdio reader. */
+static void stdio_pass(const char *path, const char *who)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        perror("fopen");
+        exit(1);
+    }
+    char line[64];
+    unsigned long sum = 0, lines = 0;
+    while (fgets(line, sizeof line, f)) {
+        lines++;
+        for (char *c = line; *c; c++)
+            sum = sum * 31 + (unsigned char)*c;
+    }
+    printf("%s fgets: pieces=%lu sum=%lx eof=%d\n", who, lines, sum, feof(f));
+    rewind(f);
+    char buf[1000];
+    size_t got = 0, n;
+    sum = 0;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+        got += n;
+        for (size_t i = 0; i < n; i++)
+            sum = sum * 31 + buf[i];
+    }
+    printf("%s fread: bytes=%zu sum=%lx\n", who, got, sum);
+    rewind(f);
+    char *l = NULL;
+    size_t cap = 0;
+    ssize_t r;
+    lines = 0;
+    while ((r = getline(&l, &cap, f)) >= 0)
+        lines++;
+    free(l);
+    printf("%s getline: lines=%lu\n", who, lines);
+    rewind(f);
+    long c, chars = 0;
+    while ((c = fgetc(f)) != EOF)
+        chars++;
+    char one[1];
+    printf("%s fgetc: chars=%ld fgets_n1=%s\n", who, chars, fgets(one, 1, f) ? "ptr" : "NULL");
+    fclose(f);
+}
+
+static const char *stdio_path;
+
+static void *stdio_thread(void *arg)
+{
+    (void)arg;
+    stdio_pass(stdio_path, "thread");
+    return NULL;
+}
+
+static void *idle_thread(void *arg)
+{
+    (void)arg;
+    usleep(50000);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: file_reads PATH cached|cold\n");
+        fprintf(stderr, "usage: file_reads PATH cached|cold|stdio\n");
         return 2;
     }
     const char *path = argv[1];
+    if (!strcmp(argv[2], "stdio")) {
+        stdio_pass(path, "main");
+        stdio_path = path;
+        pthread_t idle, t;
+        pthread_create(&idle, NULL, idle_thread, NULL);
+        pthread_create(&t, NULL, stdio_thread, NULL);
+        pthread_join(t, NULL);
+        pthread_join(idle, NULL);
+        return 0;
+    }
     if (!strcmp(argv[2], "cached")) {
         int fd = open(path, O_RDONLY);
         if (fd < 0) {
