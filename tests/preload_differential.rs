@@ -124,6 +124,18 @@ fn scratch_file(name: &str, mib: usize) -> std::path::PathBuf {
     path
 }
 
+/// Many hooked calls used the plainest way, from main alone (most hooks
+/// pass through there) and from a thread beside another (they go through
+/// the hub): the same answers as glibc. (A plain fgets of a file from main
+/// once crashed the shim; no test used one.)
+#[test]
+fn plain_calls_from_main_and_from_a_thread() {
+    for mode in ["main", "thread"] {
+        let (_, patched) = differential("plain_calls", &[mode]);
+        assert!(patched.stdout.ends_with("puts ok\n"), "{mode}: {}", patched.stdout);
+    }
+}
+
 /// Regression: fgets and fread on a FILE the hooks pass through (a regular
 /// file, or any stream when no fiber could run) called themselves through
 /// the `fgets`/`fread` symbols and recursed until the stack overflowed.
