@@ -445,6 +445,10 @@ impl Hub {
             std::process::abort()
         });
         let remote = remote::Inbox::new(reactor.notifier());
+        let beat = monitor::register();
+        // Under the stall monitor every yield goes through the root, which
+        // beats (see Hub::hand_over).
+        let direct_budget = if beat.is_none() { DIRECT_BUDGET } else { 0 };
         let hub = Box::leak(Box::new(Hub {
             root: Rc::new(Task::new(None)),
             runq: RunQueue::new(),
@@ -458,10 +462,10 @@ impl Hub {
             waitq: RefCell::new(HashMap::new()),
             remote,
             looping: Cell::new(false),
-            beat: monitor::register(),
+            beat,
             handing_over: Cell::new(Handover::Idle),
-            direct_left: Cell::new(0),
-            direct_budget: 0,
+            direct_left: Cell::new(direct_budget),
+            direct_budget,
             errno: fiber::errno::location(),
             counters: Counters {
                 spawned: Cell::new(0),
@@ -476,10 +480,6 @@ impl Hub {
             },
         }));
         hub.root.state.set(State::Running);
-        if hub.beat.is_none() {
-            hub.direct_budget = DIRECT_BUDGET;
-            hub.direct_left.set(DIRECT_BUDGET);
-        }
         fiber::set_running_hook(running_fiber);
         HUB.with(|h| h.set(hub));
         stats_at_exit();
@@ -588,10 +588,7 @@ impl Hub {
 
     #[inline]
     fn run_task(&self, t: Rc<Task>) {
-        // The resumer is the root, or a fiber handing over directly (see
-        // yield_now): whichever it is runs again when `t` suspends.
-        let prev = CURRENT.with(|c| c.get());
-        let done = self.switch_to(&t, prev);
+        let done = self.switch_to(&t);
         if done || t.exiting.get() {
             self.finish(t);
         } else if t.state.get() == State::Runnable {
@@ -602,10 +599,12 @@ impl Hub {
 
     /// Runs `t` until it suspends or finishes (returns whether it finished),
     /// keeping the current-task pointer and the stall monitor's heartbeat
-    /// true on both sides of the switch; `back` (null: the root) is the
-    /// running task, current again afterwards.
+    /// true on both sides of the switch. The resumer is the root, or a
+    /// fiber that runs the loop itself (see [`yield_now`]): whichever it is
+    /// is current again when `t` suspends.
     #[inline(always)]
-    fn switch_to(&self, t: &Task, back: *const Task) -> bool {
+    fn switch_to(&self, t: &Task) -> bool {
+        let back = CURRENT.with(|c| c.get());
         let next: *const Task = t;
         t.state.set(State::Running);
         CURRENT.with(|c| c.set(next));
@@ -938,10 +937,7 @@ pub fn with_current_fiber<R>(f: impl FnOnce(Option<&fiber::Fiber>) -> R) -> R {
 /// (see [`fiber::set_running_hook`]). Reads one thread-local pointer, so it
 /// is async-signal-safe.
 fn running_fiber() -> *const fiber::Fiber {
-    // SAFETY: as in with_current_fiber.
-    unsafe { CURRENT.with(|c| c.get()).as_ref() }
-        .and_then(|t| t.fiber.as_ref())
-        .map_or(std::ptr::null(), |f| f as *const fiber::Fiber)
+    with_current_fiber(|f| f.map_or(std::ptr::null(), |f| f as *const fiber::Fiber))
 }
 
 /// Whether the caller runs inside a fiber.
