@@ -585,8 +585,15 @@ pub(crate) fn before_raw_close(n: libc::c_long, a1: libc::c_long, a2: libc::c_lo
                 forget_range(fd as libc::c_uint, fd as libc::c_uint);
             }
         }
-    } else if a3 as libc::c_uint & libc::CLOSE_RANGE_CLOEXEC == 0 && (a1 as libc::c_uint) <= (a2 as libc::c_uint) {
-        forget_range(a1 as libc::c_uint, a2 as libc::c_uint);
+    } else {
+        before_close_range(a1 as libc::c_uint, a2 as libc::c_uint, a3 as c_int);
+    }
+}
+
+/// What `close_range` needs first, unless it only sets close-on-exec.
+fn before_close_range(first: libc::c_uint, last: libc::c_uint, flags: c_int) {
+    if flags as libc::c_uint & libc::CLOSE_RANGE_CLOEXEC == 0 && first <= last {
+        forget_range(first, last);
     }
 }
 
@@ -596,9 +603,7 @@ pub(crate) fn before_raw_close(n: libc::c_long, a1: libc::c_long, a2: libc::c_lo
 #[cfg_attr(greenhook_table, export_name = "greenhook_close_range")]
 pub unsafe extern "C" fn close_range(first: libc::c_uint, last: libc::c_uint, flags: c_int) -> c_int {
     crate::real::guard("close_range", || {
-        if flags as libc::c_uint & libc::CLOSE_RANGE_CLOEXEC == 0 && first <= last {
-            forget_range(first, last);
-        }
+        before_close_range(first, last, flags);
         // SAFETY: forwarded unchanged.
         unsafe { next::close_range(first, last, flags) }
     })
