@@ -62,7 +62,7 @@ where
 #[cfg_attr(greenhook_table, export_name = "greenhook_flock")]
 pub unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
     crate::real::guard("flock", || {
-        if !crate::cooperative() || op & libc::LOCK_NB != 0 {
+        if !crate::gate::cooperative() || op & libc::LOCK_NB != 0 {
             // SAFETY: forwarded unchanged.
             return unsafe { next::flock(fd, op) };
         }
@@ -85,7 +85,7 @@ fn lockf_with(
     len: libc::off_t,
 ) -> c_int {
     crate::real::guard(name, || {
-        if !crate::cooperative() || cmd != libc::F_LOCK {
+        if !crate::gate::cooperative() || cmd != libc::F_LOCK {
             // SAFETY: forwarded unchanged.
             return unsafe { real(fd, cmd, len) };
         }
@@ -129,7 +129,7 @@ pub(crate) fn fcntl_lock_wait(cmd: c_int, real: impl Fn(c_int) -> c_int) -> c_in
 #[cfg_attr(greenhook_table, export_name = "greenhook_msgrcv")]
 pub unsafe extern "C" fn msgrcv(id: c_int, p: *mut c_void, size: size_t, typ: c_long, flags: c_int) -> ssize_t {
     crate::real::guard("msgrcv", || {
-        if !crate::cooperative() || flags & libc::IPC_NOWAIT != 0 {
+        if !crate::gate::cooperative() || flags & libc::IPC_NOWAIT != 0 {
             // SAFETY: forwarded unchanged.
             return unsafe { next::msgrcv(id, p, size, typ, flags) };
         }
@@ -148,7 +148,7 @@ pub unsafe extern "C" fn msgrcv(id: c_int, p: *mut c_void, size: size_t, typ: c_
 #[cfg_attr(greenhook_table, export_name = "greenhook_msgsnd")]
 pub unsafe extern "C" fn msgsnd(id: c_int, p: *const c_void, size: size_t, flags: c_int) -> c_int {
     crate::real::guard("msgsnd", || {
-        if !crate::cooperative() || flags & libc::IPC_NOWAIT != 0 {
+        if !crate::gate::cooperative() || flags & libc::IPC_NOWAIT != 0 {
             // SAFETY: forwarded unchanged.
             return unsafe { next::msgsnd(id, p, size, flags) };
         }
@@ -180,7 +180,7 @@ pub unsafe extern "C" fn semtimedop(id: c_int, ops: *mut libc::sembuf, n: size_t
     crate::real::guard("semtimedop", || {
         // The caller's timeout is never read here (the kernel validates it):
         // a zero one simply makes the offloaded call return at once too.
-        if !crate::cooperative() {
+        if !crate::gate::cooperative() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::semtimedop(id, ops, n, t) };
         }
@@ -211,7 +211,7 @@ pub unsafe extern "C" fn mq_timedreceive(
     t: *const timespec,
 ) -> ssize_t {
     crate::real::guard("mq_timedreceive", || {
-        if !crate::cooperative() {
+        if !crate::gate::cooperative() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::mq_timedreceive(q, p, len, prio, t) };
         }
@@ -244,7 +244,7 @@ pub unsafe extern "C" fn mq_timedsend(
     t: *const timespec,
 ) -> c_int {
     crate::real::guard("mq_timedsend", || {
-        if !crate::cooperative() {
+        if !crate::gate::cooperative() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::mq_timedsend(q, p, len, prio, t) };
         }
@@ -271,7 +271,7 @@ pub unsafe extern "C" fn mq_send(q: mqd_t, p: *const libc::c_char, len: size_t, 
 #[cfg_attr(greenhook_table, export_name = "greenhook_tcdrain")]
 pub unsafe extern "C" fn tcdrain(fd: c_int) -> c_int {
     crate::real::guard("tcdrain", || {
-        if !crate::cooperative() {
+        if !crate::gate::cooperative() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::tcdrain(fd) };
         }
@@ -286,7 +286,7 @@ pub unsafe extern "C" fn tcdrain(fd: c_int) -> c_int {
 #[cfg_attr(greenhook_table, export_name = "greenhook_msync")]
 pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int {
     crate::real::guard("msync", || {
-        if !crate::cooperative() || flags & libc::MS_SYNC == 0 {
+        if !crate::gate::cooperative() || flags & libc::MS_SYNC == 0 {
             // SAFETY: forwarded unchanged.
             return unsafe { next::msync(addr, len, flags) };
         }

@@ -57,7 +57,7 @@ extern "C" {
     fn __h_errno_location() -> *mut c_int;
 }
 
-use crate::cooperative as offloading;
+use crate::gate::cooperative;
 
 use crate::offload;
 
@@ -112,7 +112,7 @@ pub unsafe extern "C" fn getaddrinfo(
     res: *mut *mut addrinfo,
 ) -> c_int {
     crate::real::guard("getaddrinfo", || {
-        if !offloading() {
+        if !cooperative() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::getaddrinfo(node, service, hints, res) };
         }
@@ -136,7 +136,7 @@ pub unsafe extern "C" fn getnameinfo(
     flags: c_int,
 ) -> c_int {
     crate::real::guard("getnameinfo", || {
-        if !offloading() {
+        if !cooperative() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::getnameinfo(sa, salen, host, hostlen, serv, servlen, flags) };
         }
@@ -153,7 +153,7 @@ pub unsafe extern "C" fn getnameinfo(
 #[cfg_attr(greenhook_table, export_name = "greenhook_gethostbyname")]
 pub unsafe extern "C" fn gethostbyname(name: *const c_char) -> *mut hostent {
     crate::real::guard("gethostbyname", || {
-        if !offloading() {
+        if !cooperative() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::gethostbyname(name) };
         }
@@ -170,7 +170,7 @@ pub unsafe extern "C" fn gethostbyname(name: *const c_char) -> *mut hostent {
 #[cfg_attr(greenhook_table, export_name = "greenhook_gethostbyname2")]
 pub unsafe extern "C" fn gethostbyname2(name: *const c_char, af: c_int) -> *mut hostent {
     crate::real::guard("gethostbyname2", || {
-        if !offloading() {
+        if !cooperative() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::gethostbyname2(name, af) };
         }
@@ -187,7 +187,7 @@ pub unsafe extern "C" fn gethostbyname2(name: *const c_char, af: c_int) -> *mut 
 #[cfg_attr(greenhook_table, export_name = "greenhook_gethostbyaddr")]
 pub unsafe extern "C" fn gethostbyaddr(addr: *const c_void, len: socklen_t, ty: c_int) -> *mut hostent {
     crate::real::guard("gethostbyaddr", || {
-        if !offloading() {
+        if !cooperative() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::gethostbyaddr(addr, len, ty) };
         }
@@ -212,7 +212,7 @@ pub unsafe extern "C" fn gethostbyname_r(
     h_errnop: *mut c_int,
 ) -> c_int {
     crate::real::guard("gethostbyname_r", || {
-        if !offloading() {
+        if !cooperative() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::gethostbyname_r(name, ret, buf, buflen, result, h_errnop) };
         }
@@ -236,7 +236,7 @@ pub unsafe extern "C" fn gethostbyname2_r(
     h_errnop: *mut c_int,
 ) -> c_int {
     crate::real::guard("gethostbyname2_r", || {
-        if !offloading() {
+        if !cooperative() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::gethostbyname2_r(name, af, ret, buf, buflen, result, h_errnop) };
         }
@@ -261,7 +261,7 @@ pub unsafe extern "C" fn gethostbyaddr_r(
     h_errnop: *mut c_int,
 ) -> c_int {
     crate::real::guard("gethostbyaddr_r", || {
-        if !offloading() {
+        if !cooperative() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::gethostbyaddr_r(addr, len, ty, ret, buf, buflen, result, h_errnop) };
         }

@@ -44,7 +44,7 @@ mod next {
 #[cfg_attr(greenhook_table, export_name = "greenhook_socket")]
 pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
     crate::real::guard("socket", || {
-        if !crate::active() {
+        if !crate::gate::patched() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::socket(domain, ty, proto) };
         }
@@ -62,7 +62,7 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int
 #[cfg_attr(greenhook_table, export_name = "greenhook_socketpair")]
 pub unsafe extern "C" fn socketpair(domain: c_int, ty: c_int, proto: c_int, sv: *mut c_int) -> c_int {
     crate::real::guard("socketpair", || {
-        if !crate::active() {
+        if !crate::gate::patched() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::socketpair(domain, ty, proto, sv) };
         }
@@ -84,7 +84,7 @@ pub unsafe extern "C" fn socketpair(domain: c_int, ty: c_int, proto: c_int, sv: 
 #[cfg_attr(greenhook_table, export_name = "greenhook_pipe2")]
 pub unsafe extern "C" fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
     crate::real::guard("pipe2", || {
-        if !crate::active() {
+        if !crate::gate::patched() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::pipe2(fds, flags) };
         }
@@ -106,7 +106,7 @@ pub unsafe extern "C" fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
 #[cfg_attr(greenhook_table, export_name = "greenhook_pipe")]
 pub unsafe extern "C" fn pipe(fds: *mut c_int) -> c_int {
     crate::real::guard("pipe", || {
-        if !crate::active() {
+        if !crate::gate::patched() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::pipe(fds) };
         }
@@ -118,7 +118,7 @@ pub unsafe extern "C" fn pipe(fds: *mut c_int) -> c_int {
 /// Creates an fd through `create(flags | nonblock_flag)` and records it as
 /// managed; `nonblock_flag` is the call's own spelling of `O_NONBLOCK`.
 fn created(flags: c_int, nonblock_flag: c_int, create: impl FnOnce(c_int) -> c_int) -> c_int {
-    if !crate::active() {
+    if !crate::gate::patched() {
         return create(flags);
     }
     let fd = create(flags | nonblock_flag);
@@ -479,7 +479,7 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
                 }
                 r
             }
-            libc::F_SETLKW | libc::F_OFD_SETLKW if crate::cooperative() => {
+            libc::F_SETLKW | libc::F_OFD_SETLKW if crate::gate::cooperative() => {
                 // SAFETY: the caller's lock request, with the command given.
                 crate::blocking::fcntl_lock_wait(cmd, |c| unsafe { next::fcntl(fd, c, arg) })
             }

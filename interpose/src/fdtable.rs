@@ -82,10 +82,10 @@ pub fn flags(fd: i32) -> u32 {
     entry(fd).map_or(0, |e| e.flags.load(Ordering::Relaxed))
 }
 
-/// Whether hooks should make calls on `fd` cooperative: managed, and the
-/// user did not ask for non-blocking behaviour.
+/// Whether a blocking call on `fd` waits on the hub: managed, and the user
+/// did not ask for non-blocking behaviour.
 #[inline]
-pub fn cooperative(fd: i32) -> bool {
+pub fn waits_on_hub(fd: i32) -> bool {
     flags(fd) & (MANAGED | USER_NONBLOCK) == MANAGED
 }
 

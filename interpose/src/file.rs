@@ -38,7 +38,7 @@ mod next {
 /// Whether `fd` is a regular file used where fibers could run meanwhile.
 #[inline]
 pub(crate) fn offloadable(fd: c_int) -> bool {
-    crate::cooperative() && crate::fdtable::is_regular_file(fd)
+    crate::gate::cooperative() && crate::fdtable::is_regular_file(fd)
 }
 
 use crate::offload;
@@ -98,7 +98,7 @@ macro_rules! offloaded {
         #[cfg_attr(greenhook_table, export_name = concat!("greenhook_", stringify!($name)))]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
             crate::real::guard(stringify!($name), || {
-                if !crate::cooperative() {
+                if !crate::gate::cooperative() {
                     // SAFETY: forwarded unchanged.
                     return unsafe { next::$name($($arg),*) };
                 }

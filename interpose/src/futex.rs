@@ -24,7 +24,7 @@
 use std::cell::UnsafeCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use libc::{c_long, timespec};
 
@@ -149,7 +149,7 @@ pub unsafe extern "C" fn syscall(
                     }
                 }
             }
-            FUTEX_WAIT | FUTEX_WAIT_BITSET if uaddr != 0 && crate::active() && crate::cooperative_context() => {
+            FUTEX_WAIT | FUTEX_WAIT_BITSET if uaddr != 0 && crate::gate::patched() && crate::gate::can_yield() => {
                 let bitset = if cmd == FUTEX_WAIT {
                     FUTEX_BITSET_MATCH_ANY
                 } else {
@@ -160,7 +160,7 @@ pub unsafe extern "C" fn syscall(
                     Err(libc::EINVAL)
                 } else {
                     // SAFETY: the caller passes a timespec pointer or null, as for the kernel.
-                    match unsafe { deadline(ts, cmd == FUTEX_WAIT, realtime) } {
+                    match deadline(ts, cmd == FUTEX_WAIT, realtime) {
                         Err(e) => Err(e),
                         Ok(d) => wait(uaddr, a3 as u32, bitset, d).map(|()| 0),
                     }
@@ -178,40 +178,21 @@ pub unsafe extern "C" fn syscall(
 
 /// Converts a futex timeout to a deadline: relative (FUTEX_WAIT) or absolute
 /// on CLOCK_MONOTONIC / CLOCK_REALTIME.
-unsafe fn deadline(ts: *const timespec, relative: bool, realtime: bool) -> Result<Option<Instant>, i32> {
+fn deadline(ts: *const timespec, relative: bool, realtime: bool) -> Result<Option<Instant>, i32> {
     if ts.is_null() {
         return Ok(None);
     }
-    // SAFETY: non-null timespec pointer from the caller.
-    let ts = unsafe { ts.read() };
-    if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
-        return Err(libc::EINVAL);
-    }
+    let ts = crate::deadline::read(ts)?;
+    let d = crate::deadline::duration_of(&ts)?;
     if relative {
-        let d = Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
-        return Ok(Instant::now().checked_add(d));
+        return Ok(crate::deadline::after(d));
     }
     let clock = if realtime {
         libc::CLOCK_REALTIME
     } else {
         libc::CLOCK_MONOTONIC
     };
-    Ok(abs_to_instant(clock, &ts))
-}
-
-/// Converts an absolute time on `clock` to an `Instant` (None: too far away).
-pub(crate) fn abs_to_instant(clock: libc::clockid_t, ts: &timespec) -> Option<Instant> {
-    let mut now = timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `now` is a valid out pointer.
-    unsafe { libc::clock_gettime(clock, &mut now) };
-    let at = Instant::now();
-    let target = ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128;
-    let cur = now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128;
-    let diff = target - cur;
-    if diff <= 0 {
-        return Some(at);
-    }
-    at.checked_add(Duration::from_nanos(u64::try_from(diff).ok()?))
+    Ok(crate::deadline::at(clock, &ts))
 }
 
 /// Waits as a fiber; Ok(()) when woken.

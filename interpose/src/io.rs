@@ -82,7 +82,7 @@ pub(crate) fn path(fd: c_int) -> Path {
             Path::Pass
         };
     }
-    if !crate::active() || !crate::cooperative_context() {
+    if !crate::gate::patched() || !crate::gate::can_yield() {
         return Path::Pass;
     }
     let f = if f & fdtable::KNOWN == 0 { examine(fd) } else { f };
@@ -173,7 +173,7 @@ fn polled_all(fd: c_int, total: usize, mut op: impl FnMut(usize, usize) -> ssize
 /// `poll` on this fd, which, like a blocked `read`, keeps the file alive if
 /// another thread closes the fd meanwhile.
 fn wait(fd: c_int, interest: Interest, deadline: Option<Instant>) -> Result<(), c_int> {
-    if !crate::cooperative_context() {
+    if !crate::gate::can_yield() {
         return wait_in_kernel(fd, interest, deadline);
     }
     match hub::wait_fd(fd, interest, deadline) {
@@ -598,14 +598,9 @@ pub unsafe extern "C" fn recvmmsg(
             // SAFETY: forwarded unchanged.
             return unsafe { next::recvmmsg(fd, v, n, flags, t) };
         }
-        let limit = if t.is_null() {
-            None
-        } else {
-            // SAFETY: non-null caller pointer.
-            match crate::time::duration_of(unsafe { &*t }) {
-                Ok(d) => Instant::now().checked_add(d),
-                Err(e) => return errno::fail(e),
-            }
+        let limit = match crate::deadline::relative(t) {
+            Ok(l) => l,
+            Err(e) => return errno::fail(e),
         };
         let mut got = 0u32;
         while got < n {
@@ -830,14 +825,14 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
 #[cfg_attr(greenhook_table, export_name = "greenhook_accept4")]
 pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -> c_int {
     crate::real::guard("accept4", || {
-        if !crate::active() {
+        if !crate::gate::patched() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::accept4(fd, addr, len, flags) };
         }
         let user_nb = flags & libc::SOCK_NONBLOCK != 0;
         // SAFETY: forwarded with SOCK_NONBLOCK added for the new socket.
         let op = || unsafe { next::accept4(fd, addr, len, flags | libc::SOCK_NONBLOCK) } as ssize_t;
-        let r = if fdtable::cooperative(fd) {
+        let r = if fdtable::waits_on_hub(fd) {
             once(fd, Interest::Readable, Timeout::Recv, op)
         } else {
             op()

@@ -24,7 +24,9 @@
 
 #![allow(clippy::missing_safety_doc)] // hooks are libc functions: libc's contracts apply
 
+pub(crate) mod deadline;
 pub mod fdtable;
+pub(crate) mod hook;
 pub(crate) mod real;
 #[cfg(all(greenhook_table, not(target_os = "macos")))]
 pub use real::{interpose_table, Interpose};
@@ -81,7 +83,7 @@ pub fn patch_all() {
 
 /// What both ways in (preload, patch_all) set up before patching.
 fn setup() {
-    real::init_stats();
+    hook::init_stats();
     #[cfg(greenhook_linux_hooks)]
     {
         hub::internal::set_name_provider(thread::name_for_monitor);
@@ -106,17 +108,39 @@ pub fn is_preloaded() -> bool {
     PRELOADED.load(Ordering::Relaxed)
 }
 
-/// The gate shared by all hooks: patched, and not greenhook machinery.
-#[inline]
-pub(crate) fn active() -> bool {
-    is_patched() && !hub::internal::is_internal()
-}
+/// The gate every hook asks first, in one vocabulary. Each answer is
+/// cheap (atomics and one thread-local read) and may change between calls.
+pub(crate) mod gate {
+    /// The hooks are on (`LD_PRELOAD`, or after [`patch_all`](crate::patch_all))
+    /// and the caller is not greenhook's own machinery (the offload pool,
+    /// reports): otherwise a hook is its real function.
+    #[inline]
+    pub(crate) fn patched() -> bool {
+        crate::is_patched() && !hub::internal::is_internal()
+    }
 
-/// Whether a wait here should go through the hub: inside a fiber, or in a
-/// root context whose hub has fibers that could run meanwhile.
-#[inline]
-pub(crate) fn cooperative_context() -> bool {
-    hub::in_fiber() || hub::live_fibers() > 0
+    /// [`patched`], and pthreads are fibers (the preload default, not
+    /// `GREENHOOK_THREADS=native`): threads, mutexes, condition variables,
+    /// rwlocks, barriers and thread-directed signals are emulated.
+    #[inline]
+    pub(crate) fn emulating() -> bool {
+        patched() && crate::threads_as_fibers()
+    }
+
+    /// A wait here can let a fiber run: the caller is a fiber, or a root
+    /// context whose hub has fibers. Asked after [`patched`] or
+    /// [`emulating`]; elsewhere a wait blocks in the kernel, as the real
+    /// call would.
+    #[inline]
+    pub(crate) fn can_yield() -> bool {
+        hub::in_fiber() || hub::live_fibers() > 0
+    }
+
+    /// [`patched`] and [`can_yield`]: a blocking call here waits on the hub.
+    #[inline]
+    pub(crate) fn cooperative() -> bool {
+        patched() && can_yield()
+    }
 }
 
 /// A cancellation point: ends the calling fiber if a deferred
@@ -127,13 +151,6 @@ pub(crate) fn cancel_point() {
     if thread::cancels_pending() {
         thread::testcancel()
     }
-}
-
-/// Whether a blocking call here should cooperate: patched, not greenhook
-/// machinery, and fibers could run meanwhile.
-#[inline]
-pub(crate) fn cooperative() -> bool {
-    active() && cooperative_context()
 }
 
 /// Runs a blocking libc call on the hub's offload pool while the caller

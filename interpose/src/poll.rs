@@ -30,7 +30,7 @@ mod next {
     }
 }
 
-use crate::cooperative;
+use crate::gate::cooperative;
 
 enum Waited {
     /// Something may be ready: ask the kernel again.
@@ -82,19 +82,6 @@ fn multiplex(fds: &[(c_int, Interest)], deadline: Option<Instant>, mut probe: im
     }
 }
 
-fn ms_deadline(timeout: c_int) -> Option<Instant> {
-    (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64))
-}
-
-fn ts_deadline(t: *const timespec) -> Result<Option<Instant>, c_int> {
-    if t.is_null() {
-        return Ok(None);
-    }
-    // SAFETY: non-null caller pointer.
-    let d = crate::time::duration_of(unsafe { &*t })?;
-    Ok(Instant::now().checked_add(d))
-}
-
 /// # Safety
 /// `fds` points at `n` pollfds (the kernel accepted them already).
 unsafe fn poll_interest(fds: *const pollfd, n: nfds_t) -> Vec<(c_int, Interest)> {
@@ -127,7 +114,7 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
             return unsafe { next::poll(fds, n, timeout) };
         }
         crate::cancel_point();
-        let deadline = ms_deadline(timeout);
+        let deadline = crate::deadline::millis(timeout);
         // SAFETY: forwarded with a zero timeout.
         let r = unsafe { next::poll(fds, n, 0) };
         if r != 0 {
@@ -145,7 +132,7 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
 #[cfg_attr(greenhook_table, export_name = "greenhook_ppoll")]
 pub unsafe extern "C" fn ppoll(fds: *mut pollfd, n: nfds_t, t: *const timespec, mask: *const sigset_t) -> c_int {
     crate::real::guard("ppoll", || {
-        let deadline = ts_deadline(t);
+        let deadline = crate::deadline::relative(t);
         let zero = timespec { tv_sec: 0, tv_nsec: 0 };
         let is_zero = deadline.is_ok() && !t.is_null() && {
             // SAFETY: non-null caller pointer.
@@ -298,7 +285,7 @@ pub unsafe extern "C" fn pselect(
             // SAFETY: forwarded unchanged.
             return unsafe { next::pselect(n, r, w, e, t, m) };
         }
-        let deadline = match ts_deadline(t) {
+        let deadline = match crate::deadline::relative(t) {
             Ok(d) => d,
             Err(err) => return errno::fail(err),
         };
@@ -340,7 +327,7 @@ pub unsafe extern "C" fn epoll_wait(ep: c_int, ev: *mut epoll_event, max: c_int,
             return unsafe { next::epoll_wait(ep, ev, max, timeout) };
         }
         // SAFETY: forwarded with a zero timeout.
-        epoll_common(ep, ms_deadline(timeout), || unsafe { next::epoll_wait(ep, ev, max, 0) })
+        epoll_common(ep, crate::deadline::millis(timeout), || unsafe { next::epoll_wait(ep, ev, max, 0) })
     })
 }
 
@@ -360,7 +347,7 @@ pub unsafe extern "C" fn epoll_pwait(
             return unsafe { next::epoll_pwait(ep, ev, max, timeout, m) };
         }
         // SAFETY: forwarded with a zero timeout.
-        epoll_common(ep, ms_deadline(timeout), || unsafe {
+        epoll_common(ep, crate::deadline::millis(timeout), || unsafe {
             next::epoll_pwait(ep, ev, max, 0, m)
         })
     })
@@ -384,7 +371,7 @@ pub unsafe extern "C" fn epoll_pwait2(
             // SAFETY: forwarded unchanged.
             return unsafe { next::epoll_pwait2(ep, ev, max, t, m) };
         }
-        let deadline = match ts_deadline(t) {
+        let deadline = match crate::deadline::relative(t) {
             Ok(d) => d,
             Err(e) => return errno::fail(e),
         };

@@ -82,7 +82,7 @@ extern "C" {
 /// `P_PIDFD` (Linux 5.4): `id` is a pidfd.
 const P_PIDFD: idtype_t = 3;
 
-use crate::cooperative;
+use crate::gate::cooperative;
 
 use crate::offload;
 
@@ -289,7 +289,7 @@ pub unsafe extern "C" fn system(cmd: *const c_char) -> c_int {
 #[cfg_attr(greenhook_table, export_name = "greenhook_pclose")]
 pub unsafe extern "C" fn pclose(f: *mut c_void) -> c_int {
     crate::real::guard("pclose", || {
-        if !crate::active() {
+        if !crate::gate::patched() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::pclose(f) };
         }
@@ -298,7 +298,7 @@ pub unsafe extern "C" fn pclose(f: *mut c_void) -> c_int {
             let fd = unsafe { fileno(f) };
             hub::forget_fd(fd);
         }
-        if !crate::cooperative_context() {
+        if !crate::gate::can_yield() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::pclose(f) };
         }
@@ -315,7 +315,7 @@ pub unsafe extern "C" fn fork() -> pid_t {
     crate::real::guard("fork", || {
         // SAFETY: forwarded unchanged.
         let pid = unsafe { next::fork() };
-        if pid == 0 && crate::active() {
+        if pid == 0 && crate::gate::patched() {
             let e = errno::get();
             if hub::has_hub() {
                 hub::reset_after_fork();
@@ -377,7 +377,7 @@ pub unsafe extern "C" fn posix_spawnp(
 /// swapped for blocking descriptions.
 fn spawned(name: &'static str, spawn: impl FnOnce() -> c_int) -> c_int {
     crate::real::guard(name, || {
-        if !crate::active() {
+        if !crate::gate::patched() {
             return spawn();
         }
         let pipes = crate::fd::blocking_pipes_for_spawn();

@@ -1,8 +1,10 @@
-//! The next definitions of the functions we hook, resolved once with
-//! `dlsym(RTLD_NEXT, …)` and cached, plus the panic guard every hook uses.
+//! The next definitions of libc functions, resolved once with
+//! `dlsym(RTLD_NEXT, …)` and cached; and the interpose table.
 //!
-//! `real!` declares a function in this module with the libc signature; its
-//! first call resolves the symbol and stores the pointer in an atomic.
+//! `real_fn!` defines a function with the libc signature whose first call
+//! resolves the symbol and stores the pointer in an atomic: [`hook!`](crate::hook::hook)
+//! uses it for `<hook>::real`, and `real!` for the functions greenhook
+//! calls without hooking them.
 //! Variadic libc functions (`fcntl`, `ioctl`, `open`, `syscall`) are declared
 //! with fixed trailing word-sized arguments: on the System V x86-64 and
 //! AAPCS64 Linux ABIs variadic integer and pointer arguments travel in the
@@ -10,86 +12,14 @@
 //! (Apple's arm64 ABI passes variadics on the stack: the macOS port must
 //! declare those differently.)
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-
-/// The families of the stats table, in print order.
-const FAMILIES: [&str; 12] = [
-    "time", "io", "fd", "poll", "thread", "sync", "futex", "file", "dns", "stdio", "process", "signal",
-];
-static COUNTS: [AtomicU64; 12] = [const { AtomicU64::new(0) }; 12];
-
-fn family(name: &str) -> usize {
-    const SYNC: [&str; 6] = [
-        "pthread_mutex",
-        "pthread_cond",
-        "pthread_rwlock",
-        "pthread_spin",
-        "pthread_barrier",
-        "sem_",
-    ];
-    let starts = |p: &[&str]| p.iter().any(|x| name.starts_with(x));
-    if starts(&SYNC) {
-        5
-    } else if name.starts_with("pthread_") || name.starts_with("__pthread") {
-        4
-    } else if starts(&["sleep", "usleep", "nanosleep", "clock_nanosleep", "sched_yield"]) {
-        0
-    } else if starts(&["read", "write", "recv", "send", "connect", "accept"]) {
-        1
-    } else if starts(&["poll", "ppoll", "select", "pselect", "epoll"]) {
-        3
-    } else if name == "syscall" {
-        6
-    } else if starts(&["pread", "fsync", "fdatasync", "syncfs", "sync_file_range"]) {
-        7
-    } else if starts(&["getaddrinfo", "getnameinfo", "gethostby"]) {
-        8
-    } else if starts(&[
-        "system",
-        "popen",
-        "pclose",
-        "wait",
-        "fork",
-        "vfork",
-        "posix_spawn",
-        "exec",
-    ]) {
-        10
-    } else if starts(&["sig", "pause", "alarm", "setitimer", "raise", "kill"]) {
-        11
-    } else if starts(&["f", "get", "put", "scanf", "vscanf", "printf", "vprintf", "__isoc"]) {
-        if starts(&["fcntl", "fsync", "fdatasync"]) {
-            2
-        } else {
-            9
-        }
-    } else {
-        2
-    }
-}
-
-#[cold]
-fn count(name: &'static str) {
-    COUNTS[family(name)].fetch_add(1, Ordering::Relaxed);
-}
-
-/// Turns on counting when `GREENHOOK_STATS` is set, and adds the counts to
-/// the hub's exit table.
-pub(crate) fn init_stats() {
-    if std::env::var_os("GREENHOOK_STATS").is_some_and(|v| !v.is_empty() && v != "0") {
-        COUNTING.store(true, Ordering::Relaxed);
-        hub::internal::set_stats_extra(|| {
-            FAMILIES
-                .iter()
-                .zip(&COUNTS)
-                .map(|(f, c)| (*f, c.load(Ordering::Relaxed)))
-                .filter(|(_, n)| *n > 0)
-                .collect()
-        });
-    }
+/// TEMPORARY (issue 9 conversion in progress): the old guard, for hooks
+/// not yet written with `hook!`.
+#[inline]
+pub(crate) fn guard<R>(name: &'static str, f: impl FnOnce() -> R) -> R {
+    let e = crate::hook::Entered::new(name, crate::hook::Family::fd);
+    let r = f();
+    e.leave();
+    r
 }
 
 /// Resolves `name` (NUL-terminated) in the objects after ours.
@@ -105,16 +35,19 @@ pub(crate) fn resolve(name: &'static [u8]) -> *mut libc::c_void {
     p
 }
 
-/// Declares cached pointers to the real libc functions.
-macro_rules! real {
-    ($(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;)*) => {$(
+/// Defines `unsafe fn $alias(..)`, a call to the next definition of the
+/// libc function `$name`: resolved on first use and cached in an atomic.
+/// Declared `extern "C-unwind"`: glibc's forced unwinding (thread exit,
+/// cancellation) may come out of it and go on through our frames.
+macro_rules! real_fn {
+    ($alias:ident = $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?) => {
         /// The real libc function (next definition after ours).
         ///
         /// # Safety
         /// Same contract as the libc function of the same name.
         #[allow(clippy::too_many_arguments, dead_code)]
         #[inline]
-        pub(crate) unsafe fn $name($($arg: $ty),*) -> $ret {
+        pub(crate) unsafe fn $alias($($arg: $ty),*) $(-> $ret)? {
             use std::sync::atomic::{AtomicPtr, Ordering};
             static PTR: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
             let mut p = PTR.load(Ordering::Relaxed);
@@ -124,34 +57,22 @@ macro_rules! real {
             }
             // SAFETY: `p` is the address of the libc function of this name,
             // whose C signature is the one declared here.
-            let f: unsafe extern "C" fn($($ty),*) -> $ret = unsafe { std::mem::transmute(p) };
+            let f: unsafe extern "C-unwind" fn($($ty),*) $(-> $ret)? = unsafe { std::mem::transmute(p) };
             // SAFETY: forwarded under the caller's contract.
             unsafe { f($($arg),*) }
         }
+    };
+}
+pub(crate) use real_fn;
+
+/// Declares cached pointers to libc functions that are not hooked (a hooked
+/// function's next definition is `<hook>::real`, from [`hook!`](crate::hook::hook)).
+macro_rules! real {
+    ($(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?;)*) => {$(
+        $crate::real::real_fn!($name = $name($($arg: $ty),*) $(-> $ret)?);
     )*};
 }
 pub(crate) use real;
-
-/// Runs a hook body; a panic never crosses `extern "C"`: it aborts the
-/// process with the hook's name. With `GREENHOOK_STATS` on, the call is
-/// counted by family for the table printed at exit.
-#[inline]
-pub(crate) fn guard<R>(name: &'static str, f: impl FnOnce() -> R) -> R {
-    if COUNTING.load(Ordering::Relaxed) {
-        count(name);
-    }
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(r) => r,
-        Err(_) => abort_in(name),
-    }
-}
-
-#[cold]
-fn abort_in(name: &'static str) -> ! {
-    let _g = hub::internal::Guard::new();
-    eprintln!("greenhook: panic inside the {name} hook; aborting");
-    std::process::abort()
-}
 
 /// One entry of an interpose table: dyld's `struct interpose` from
 /// `<mach-o/dyld-interposing.h>`, two code addresses.

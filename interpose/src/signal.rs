@@ -116,10 +116,6 @@ thread_local! {
     static INTERRUPTIBLE: RefCell<Vec<*const hub::Task>> = const { RefCell::new(Vec::new()) };
 }
 
-fn fibers_mode() -> bool {
-    crate::active() && crate::threads_as_fibers()
-}
-
 fn valid(sig: c_int) -> bool {
     (1..NSIG as c_int).contains(&sig)
 }
@@ -229,7 +225,7 @@ unsafe fn install(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_i
 #[cfg_attr(greenhook_table, export_name = "greenhook_sigaction")]
 pub unsafe extern "C" fn sigaction(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int {
     crate::real::guard("sigaction", || {
-        if !fibers_mode() || !valid(sig) || bit(sig) & (UNBLOCKABLE | SYNCHRONOUS) != 0 {
+        if !crate::gate::emulating() || !valid(sig) || bit(sig) & (UNBLOCKABLE | SYNCHRONOUS) != 0 {
             // SAFETY: forwarded unchanged.
             return unsafe { next::sigaction(sig, act, old) };
         }
@@ -453,7 +449,7 @@ fn set_current_mask(m: u64) {
 }
 
 fn virtual_masks() -> bool {
-    fibers_mode() && (hub::in_fiber() || hub::live_fibers() > 0 || ROOT_MASK.with(|r| r.get().is_some()))
+    crate::gate::emulating() && (hub::in_fiber() || hub::live_fibers() > 0 || ROOT_MASK.with(|r| r.get().is_some()))
 }
 
 /// The shared body of `pthread_sigmask`/`sigprocmask`: an errno value.
@@ -514,10 +510,6 @@ pub unsafe extern "C" fn sigprocmask(how: c_int, set: *const sigset_t, old: *mut
 
 // ---------- waits ----------
 
-fn cooperative() -> bool {
-    fibers_mode() && crate::cooperative_context()
-}
-
 /// Suspends the calling context until it is chosen as a signal's recipient.
 fn wait_for_handler(mask: u64) {
     let me = hub::current();
@@ -532,7 +524,7 @@ fn wait_for_handler(mask: u64) {
 #[cfg_attr(greenhook_table, export_name = "greenhook_pause")]
 pub unsafe extern "C" fn pause() -> c_int {
     crate::real::guard("pause", || {
-        if !cooperative() {
+        if !(crate::gate::emulating() && crate::gate::can_yield()) {
             // SAFETY: forwarded unchanged.
             return unsafe { next::pause() };
         }
@@ -548,7 +540,7 @@ pub unsafe extern "C" fn pause() -> c_int {
 #[cfg_attr(greenhook_table, export_name = "greenhook_sigsuspend")]
 pub unsafe extern "C" fn sigsuspend(mask: *const sigset_t) -> c_int {
     crate::real::guard("sigsuspend", || {
-        if !cooperative() {
+        if !(crate::gate::emulating() && crate::gate::can_yield()) {
             // SAFETY: forwarded unchanged.
             return unsafe { next::sigsuspend(mask) };
         }
@@ -642,17 +634,13 @@ fn timed_wait(set: *const sigset_t, info: *mut siginfo_t, deadline: Option<Insta
 #[cfg_attr(greenhook_table, export_name = "greenhook_sigtimedwait")]
 pub unsafe extern "C" fn sigtimedwait(set: *const sigset_t, info: *mut siginfo_t, ts: *const timespec) -> c_int {
     crate::real::guard("sigtimedwait", || {
-        if !cooperative() || set.is_null() {
+        if !(crate::gate::emulating() && crate::gate::can_yield()) || set.is_null() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::sigtimedwait(set, info, ts) };
         }
-        // SAFETY: caller's contract.
-        let deadline = match unsafe { ts.as_ref() } {
-            None => None,
-            Some(t) => match crate::time::duration_of(t) {
-                Ok(d) => Instant::now().checked_add(d),
-                Err(e) => return errno::fail(e),
-            },
+        let deadline = match crate::deadline::relative(ts) {
+            Ok(d) => d,
+            Err(e) => return errno::fail(e),
         };
         timed_wait(set, info, deadline)
     })
@@ -663,7 +651,7 @@ pub unsafe extern "C" fn sigtimedwait(set: *const sigset_t, info: *mut siginfo_t
 #[cfg_attr(greenhook_table, export_name = "greenhook_sigwaitinfo")]
 pub unsafe extern "C" fn sigwaitinfo(set: *const sigset_t, info: *mut siginfo_t) -> c_int {
     crate::real::guard("sigwaitinfo", || {
-        if !cooperative() || set.is_null() {
+        if !(crate::gate::emulating() && crate::gate::can_yield()) || set.is_null() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::sigwaitinfo(set, info) };
         }
@@ -676,7 +664,7 @@ pub unsafe extern "C" fn sigwaitinfo(set: *const sigset_t, info: *mut siginfo_t)
 #[cfg_attr(greenhook_table, export_name = "greenhook_sigwait")]
 pub unsafe extern "C" fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int {
     crate::real::guard("sigwait", || {
-        if !cooperative() || set.is_null() {
+        if !(crate::gate::emulating() && crate::gate::can_yield()) || set.is_null() {
             // SAFETY: forwarded unchanged.
             return unsafe { next::sigwait(set, sig) };
         }
@@ -706,7 +694,7 @@ pub(crate) fn after_fork_child() {
     IDLE.store(0, Ordering::SeqCst);
     WAITERS.with(|w| std::mem::forget(std::mem::take(&mut *w.borrow_mut())));
     INTERRUPTIBLE.with(|v| v.borrow_mut().clear());
-    if fibers_mode() && ROOT_MASK.with(|r| r.get().is_some()) {
+    if crate::gate::emulating() && ROOT_MASK.with(|r| r.get().is_some()) {
         let mine = mask_of(&hub::current());
         let cur = hub::current();
         MASKS.with(|m| m.borrow_mut().retain(|&id, _| id == cur.id()));

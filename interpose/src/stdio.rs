@@ -620,7 +620,7 @@ fn before_output(f: *mut FILE, len: Option<usize>) -> Result<Kind, c_int> {
     // they can fit at all. `len` None is a flush (fflush, fclose).
     let need = len.unwrap_or(0) + (p.write_ptr as usize).saturating_sub(p.write_base as usize);
     while pipe_room(fd).is_some_and(|r| r < need) && pipe_capacity(fd).is_some_and(|c| need <= c) {
-        if !crate::cooperative_context() {
+        if !crate::gate::can_yield() {
             break; // nothing else could drain it: let the write block
         }
         hub::sleep(std::time::Duration::from_millis(1));

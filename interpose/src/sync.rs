@@ -86,18 +86,6 @@ mod next {
     }
 }
 
-/// Mutexes, condvars, rwlocks and barriers are emulated in this mode.
-#[inline]
-fn emulate() -> bool {
-    crate::active() && crate::threads_as_fibers()
-}
-
-/// Spinlocks and semaphores cooperate when a wait could let a fiber run.
-#[inline]
-fn cooperate() -> bool {
-    crate::active() && crate::cooperative_context()
-}
-
 // ---------- owners, keys, diagnostics ----------
 
 /// The caller's owner id: the fiber id, or minus the tid in a root context.
@@ -161,25 +149,6 @@ fn park(kind: &'static str, key: usize, deadline: Option<Instant>, validate: imp
 unsafe fn word<'a>(p: usize, i: usize) -> &'a AtomicI32 {
     // SAFETY: per the contract.
     unsafe { &*(p as *const AtomicI32).add(i) }
-}
-
-/// Checks and converts an absolute timeout on `clock`.
-pub(crate) fn abs_deadline(clock: clockid_t, ts: *const timespec) -> Result<Option<Instant>, c_int> {
-    if ts.is_null() {
-        return Err(libc::EINVAL);
-    }
-    if clock != libc::CLOCK_REALTIME && clock != libc::CLOCK_MONOTONIC {
-        return Err(libc::EINVAL);
-    }
-    // SAFETY: non-null timespec from the caller.
-    let t = unsafe { ts.read() };
-    if !(0..1_000_000_000).contains(&t.tv_nsec) {
-        return Err(libc::EINVAL);
-    }
-    if t.tv_sec < 0 {
-        return Ok(Some(Instant::now()));
-    }
-    Ok(crate::futex::abs_to_instant(clock, &t))
 }
 
 // ---------- mutex ----------
@@ -336,7 +305,7 @@ pub(crate) fn owner_died() {
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_mutex_consistent")]
 pub unsafe extern "C" fn pthread_mutex_consistent(m: *mut pthread_mutex_t) -> c_int {
     crate::real::guard("pthread_mutex_consistent", || {
-        if !emulate() {
+        if !crate::gate::emulating() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_mutex_consistent(m) };
         }
@@ -359,7 +328,7 @@ pub unsafe extern "C" fn pthread_mutex_consistent(m: *mut pthread_mutex_t) -> c_
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_mutex_lock")]
 pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
     crate::real::guard("pthread_mutex_lock", || {
-        if !emulate() {
+        if !crate::gate::emulating() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_mutex_lock(m) };
         }
@@ -373,7 +342,7 @@ pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_mutex_trylock")]
 pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int {
     crate::real::guard("pthread_mutex_trylock", || {
-        if !emulate() {
+        if !crate::gate::emulating() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_mutex_trylock(m) };
         }
@@ -388,15 +357,11 @@ unsafe fn mutex_timed(m: *mut pthread_mutex_t, clock: clockid_t, t: *const times
         libc::EBUSY => {}
         r => return r,
     }
-    match abs_deadline(clock, t) {
+    match crate::deadline::absolute_bounded(clock, t) {
         // SAFETY: the caller's mutex.
-        Ok(d) => unsafe { mutex_acquire(m, Ok(d.or_else(far_future))) },
+        Ok(d) => unsafe { mutex_acquire(m, Ok(d)) },
         Err(e) => e,
     }
-}
-
-fn far_future() -> Option<Instant> {
-    Instant::now().checked_add(Duration::from_secs(86400 * 365 * 30))
 }
 
 /// `pthread_mutex_timedlock` (CLOCK_REALTIME).
@@ -404,7 +369,7 @@ fn far_future() -> Option<Instant> {
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_mutex_timedlock")]
 pub unsafe extern "C" fn pthread_mutex_timedlock(m: *mut pthread_mutex_t, t: *const timespec) -> c_int {
     crate::real::guard("pthread_mutex_timedlock", || {
-        if !emulate() {
+        if !crate::gate::emulating() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_mutex_timedlock(m, t) };
         }
@@ -418,7 +383,7 @@ pub unsafe extern "C" fn pthread_mutex_timedlock(m: *mut pthread_mutex_t, t: *co
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_mutex_clocklock")]
 pub unsafe extern "C" fn pthread_mutex_clocklock(m: *mut pthread_mutex_t, c: clockid_t, t: *const timespec) -> c_int {
     crate::real::guard("pthread_mutex_clocklock", || {
-        if !emulate() {
+        if !crate::gate::emulating() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_mutex_clocklock(m, c, t) };
         }
@@ -432,7 +397,7 @@ pub unsafe extern "C" fn pthread_mutex_clocklock(m: *mut pthread_mutex_t, c: clo
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_mutex_unlock")]
 pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
     crate::real::guard("pthread_mutex_unlock", || {
-        if !emulate() {
+        if !crate::gate::emulating() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_mutex_unlock(m) };
         }
@@ -450,7 +415,7 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
 pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int {
     crate::real::guard("pthread_mutex_destroy", || {
         // SAFETY: the caller's mutex.
-        if emulate() && unsafe { word(m as usize, LOCK) }.load(Ordering::Relaxed) != 0 {
+        if crate::gate::emulating() && unsafe { word(m as usize, LOCK) }.load(Ordering::Relaxed) != 0 {
             return libc::EBUSY;
         }
         // SAFETY: pass-through.
@@ -483,8 +448,8 @@ unsafe fn cond_wait(
     crate::thread::testcancel();
     let deadline = match timeout {
         None => None,
-        Some((clock, ts)) => match abs_deadline(clock, ts) {
-            Ok(d) => d.or_else(far_future),
+        Some((clock, ts)) => match crate::deadline::absolute_bounded(clock, ts) {
+            Ok(d) => d,
             Err(e) => return e,
         },
     };
@@ -513,7 +478,7 @@ unsafe fn cond_wait(
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_cond_wait")]
 pub unsafe extern "C" fn pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t) -> c_int {
     crate::real::guard("pthread_cond_wait", || {
-        if !emulate() {
+        if !crate::gate::emulating() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_cond_wait(c, m) };
         }
@@ -531,7 +496,7 @@ pub unsafe extern "C" fn pthread_cond_timedwait(
     t: *const timespec,
 ) -> c_int {
     crate::real::guard("pthread_cond_timedwait", || {
-        if !emulate() {
+        if !crate::gate::emulating() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_cond_timedwait(c, m, t) };
         }
@@ -550,7 +515,7 @@ pub unsafe extern "C" fn pthread_cond_clockwait(
     t: *const timespec,
 ) -> c_int {
     crate::real::guard("pthread_cond_clockwait", || {
-        if !emulate() {
+        if !crate::gate::emulating() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_cond_clockwait(c, m, k, t) };
         }
@@ -564,7 +529,7 @@ pub unsafe extern "C" fn pthread_cond_clockwait(
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_cond_signal")]
 pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
     crate::real::guard("pthread_cond_signal", || {
-        if !emulate() {
+        if !crate::gate::emulating() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_cond_signal(c) };
         }
@@ -578,7 +543,7 @@ pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_cond_broadcast")]
 pub unsafe extern "C" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
     crate::real::guard("pthread_cond_broadcast", || {
-        if !emulate() {
+        if !crate::gate::emulating() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_cond_broadcast(c) };
         }
@@ -648,9 +613,9 @@ unsafe fn rw_timed(l: *mut libc::pthread_rwlock_t, write: bool, clock: clockid_t
         libc::EBUSY => {}
         r => return r,
     }
-    match abs_deadline(clock, t) {
+    match crate::deadline::absolute_bounded(clock, t) {
         // SAFETY: the caller's rwlock.
-        Ok(d) => unsafe { rw_acquire(l, write, Ok(d.or_else(far_future))) },
+        Ok(d) => unsafe { rw_acquire(l, write, Ok(d)) },
         Err(e) => e,
     }
 }
@@ -662,7 +627,7 @@ macro_rules! rw_hook {
         #[cfg_attr(greenhook_table, export_name = concat!("greenhook_", stringify!($name)))]
         pub unsafe extern "C" fn $name(l: *mut libc::pthread_rwlock_t) -> c_int {
             crate::real::guard(stringify!($name), || {
-                if !emulate() {
+                if !crate::gate::emulating() {
                     // SAFETY: pass-through.
                     return unsafe { next::$name(l) };
                 }
@@ -683,7 +648,7 @@ rw_hook!(pthread_rwlock_trywrlock, true, Err(()));
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_rwlock_timedrdlock")]
 pub unsafe extern "C" fn pthread_rwlock_timedrdlock(l: *mut libc::pthread_rwlock_t, t: *const timespec) -> c_int {
     crate::real::guard("pthread_rwlock_timedrdlock", || {
-        if !emulate() {
+        if !crate::gate::emulating() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_rwlock_timedrdlock(l, t) };
         }
@@ -697,7 +662,7 @@ pub unsafe extern "C" fn pthread_rwlock_timedrdlock(l: *mut libc::pthread_rwlock
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_rwlock_timedwrlock")]
 pub unsafe extern "C" fn pthread_rwlock_timedwrlock(l: *mut libc::pthread_rwlock_t, t: *const timespec) -> c_int {
     crate::real::guard("pthread_rwlock_timedwrlock", || {
-        if !emulate() {
+        if !crate::gate::emulating() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_rwlock_timedwrlock(l, t) };
         }
@@ -715,7 +680,7 @@ pub unsafe extern "C" fn pthread_rwlock_clockrdlock(
     t: *const timespec,
 ) -> c_int {
     crate::real::guard("pthread_rwlock_clockrdlock", || {
-        if !emulate() {
+        if !crate::gate::emulating() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_rwlock_clockrdlock(l, c, t) };
         }
@@ -733,7 +698,7 @@ pub unsafe extern "C" fn pthread_rwlock_clockwrlock(
     t: *const timespec,
 ) -> c_int {
     crate::real::guard("pthread_rwlock_clockwrlock", || {
-        if !emulate() {
+        if !crate::gate::emulating() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_rwlock_clockwrlock(l, c, t) };
         }
@@ -747,7 +712,7 @@ pub unsafe extern "C" fn pthread_rwlock_clockwrlock(
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_rwlock_unlock")]
 pub unsafe extern "C" fn pthread_rwlock_unlock(l: *mut libc::pthread_rwlock_t) -> c_int {
     crate::real::guard("pthread_rwlock_unlock", || {
-        if !emulate() {
+        if !crate::gate::emulating() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_rwlock_unlock(l) };
         }
@@ -789,7 +754,7 @@ pub unsafe extern "C" fn pthread_barrier_init(
     count: c_uint,
 ) -> c_int {
     crate::real::guard("pthread_barrier_init", || {
-        if !emulate() {
+        if !crate::gate::emulating() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_barrier_init(b, attr, count) };
         }
@@ -813,7 +778,7 @@ pub unsafe extern "C" fn pthread_barrier_init(
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_barrier_wait")]
 pub unsafe extern "C" fn pthread_barrier_wait(b: *mut pthread_barrier_t) -> c_int {
     crate::real::guard("pthread_barrier_wait", || {
-        if !emulate() {
+        if !crate::gate::emulating() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_barrier_wait(b) };
         }
@@ -841,7 +806,7 @@ pub unsafe extern "C" fn pthread_barrier_wait(b: *mut pthread_barrier_t) -> c_in
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_barrier_destroy")]
 pub unsafe extern "C" fn pthread_barrier_destroy(b: *mut pthread_barrier_t) -> c_int {
     crate::real::guard("pthread_barrier_destroy", || {
-        if !emulate() {
+        if !crate::gate::emulating() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_barrier_destroy(b) };
         }
@@ -861,7 +826,7 @@ pub unsafe extern "C" fn pthread_barrier_destroy(b: *mut pthread_barrier_t) -> c
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_spin_lock")]
 pub unsafe extern "C" fn pthread_spin_lock(l: *mut libc::pthread_spinlock_t) -> c_int {
     crate::real::guard("pthread_spin_lock", || {
-        if !cooperate() {
+        if !crate::gate::cooperative() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_spin_lock(l) };
         }
@@ -919,7 +884,7 @@ unsafe fn sem_wait_coop(s: *mut libc::sem_t, timeout: Option<(clockid_t, *const 
             None => {
                 let d = match timeout {
                     None => None,
-                    Some((clock, ts)) => abs_deadline(clock, ts)?.or_else(far_future),
+                    Some((clock, ts)) => crate::deadline::absolute_bounded(clock, ts)?,
                 };
                 deadline = Some(d);
                 d
@@ -951,7 +916,7 @@ fn sem_result(r: Result<(), c_int>) -> c_int {
 #[cfg_attr(greenhook_table, export_name = "greenhook_sem_wait")]
 pub unsafe extern "C" fn sem_wait(s: *mut libc::sem_t) -> c_int {
     crate::real::guard("sem_wait", || {
-        if !cooperate() {
+        if !crate::gate::cooperative() {
             // SAFETY: pass-through.
             return unsafe { next::sem_wait(s) };
         }
@@ -965,7 +930,7 @@ pub unsafe extern "C" fn sem_wait(s: *mut libc::sem_t) -> c_int {
 #[cfg_attr(greenhook_table, export_name = "greenhook_sem_timedwait")]
 pub unsafe extern "C" fn sem_timedwait(s: *mut libc::sem_t, t: *const timespec) -> c_int {
     crate::real::guard("sem_timedwait", || {
-        if !cooperate() {
+        if !crate::gate::cooperative() {
             // SAFETY: pass-through.
             return unsafe { next::sem_timedwait(s, t) };
         }
@@ -979,7 +944,7 @@ pub unsafe extern "C" fn sem_timedwait(s: *mut libc::sem_t, t: *const timespec) 
 #[cfg_attr(greenhook_table, export_name = "greenhook_sem_clockwait")]
 pub unsafe extern "C" fn sem_clockwait(s: *mut libc::sem_t, c: clockid_t, t: *const timespec) -> c_int {
     crate::real::guard("sem_clockwait", || {
-        if !cooperate() {
+        if !crate::gate::cooperative() {
             // SAFETY: pass-through.
             return unsafe { next::sem_clockwait(s, c, t) };
         }
@@ -996,7 +961,7 @@ pub unsafe extern "C" fn sem_post(s: *mut libc::sem_t) -> c_int {
     crate::real::guard("sem_post", || {
         // SAFETY: pass-through.
         let r = unsafe { next::sem_post(s) };
-        if r == 0 && crate::active() {
+        if r == 0 && crate::gate::patched() {
             hub::unpark(s as usize, 1);
         }
         r

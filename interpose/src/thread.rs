@@ -112,10 +112,6 @@ static DTORS: [AtomicUsize; KEYS_MAX] = [const { AtomicUsize::new(0) }; KEYS_MAX
 /// Cancellations requested and not yet acted on (fast path for testcancel).
 static CANCELS: AtomicUsize = AtomicUsize::new(0);
 
-fn fibers_mode() -> bool {
-    crate::active() && crate::threads_as_fibers()
-}
-
 fn lookup(t: pthread_t) -> Option<Rc<Record>> {
     REGISTRY.with(|r| r.borrow().get(&(t as usize)).cloned())
 }
@@ -207,7 +203,7 @@ pub unsafe extern "C" fn pthread_create(
     arg: *mut c_void,
 ) -> c_int {
     crate::real::guard("pthread_create", || {
-        if !fibers_mode() {
+        if !crate::gate::emulating() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_create(t, attr, f, arg) };
         }
@@ -390,7 +386,7 @@ pub(crate) fn testcancel() {
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_exit")]
 pub unsafe extern "C" fn pthread_exit(v: *mut c_void) -> ! {
     crate::real::guard("pthread_exit", || {
-        if fibers_mode() {
+        if crate::gate::emulating() {
             if let Some(rec) = current_record() {
                 exit_fiber(rec, v);
             }
@@ -503,7 +499,7 @@ fn join_rec(rec: Rc<Record>, t: pthread_t, r: *mut *mut c_void, mode: JoinMode) 
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_join")]
 pub unsafe extern "C" fn pthread_join(t: pthread_t, r: *mut *mut c_void) -> c_int {
     crate::real::guard("pthread_join", || match lookup(t) {
-        Some(rec) if fibers_mode() => join_rec(rec, t, r, JoinMode::Block),
+        Some(rec) if crate::gate::emulating() => join_rec(rec, t, r, JoinMode::Block),
         // SAFETY: pass-through.
         _ => unsafe { next::pthread_join(t, r) },
     })
@@ -514,7 +510,7 @@ pub unsafe extern "C" fn pthread_join(t: pthread_t, r: *mut *mut c_void) -> c_in
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_tryjoin_np")]
 pub unsafe extern "C" fn pthread_tryjoin_np(t: pthread_t, r: *mut *mut c_void) -> c_int {
     crate::real::guard("pthread_tryjoin_np", || match lookup(t) {
-        Some(rec) if fibers_mode() => join_rec(rec, t, r, JoinMode::Try),
+        Some(rec) if crate::gate::emulating() => join_rec(rec, t, r, JoinMode::Try),
         // SAFETY: pass-through.
         _ => unsafe { next::pthread_tryjoin_np(t, r) },
     })
@@ -524,7 +520,7 @@ fn timed_join(rec: Rc<Record>, t: pthread_t, r: *mut *mut c_void, clock: clockid
     if task_of(&rec).is_finished() {
         return join_rec(rec, t, r, JoinMode::Try);
     }
-    match crate::sync::abs_deadline(clock, ts) {
+    match crate::deadline::absolute(clock, ts) {
         Ok(d) => join_rec(rec, t, r, JoinMode::Until(d)),
         Err(e) => e,
     }
@@ -535,7 +531,7 @@ fn timed_join(rec: Rc<Record>, t: pthread_t, r: *mut *mut c_void, clock: clockid
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_timedjoin_np")]
 pub unsafe extern "C" fn pthread_timedjoin_np(t: pthread_t, r: *mut *mut c_void, ts: *const timespec) -> c_int {
     crate::real::guard("pthread_timedjoin_np", || match lookup(t) {
-        Some(rec) if fibers_mode() => timed_join(rec, t, r, libc::CLOCK_REALTIME, ts),
+        Some(rec) if crate::gate::emulating() => timed_join(rec, t, r, libc::CLOCK_REALTIME, ts),
         // SAFETY: pass-through.
         _ => unsafe { next::pthread_timedjoin_np(t, r, ts) },
     })
@@ -551,7 +547,7 @@ pub unsafe extern "C" fn pthread_clockjoin_np(
     ts: *const timespec,
 ) -> c_int {
     crate::real::guard("pthread_clockjoin_np", || match lookup(t) {
-        Some(rec) if fibers_mode() => timed_join(rec, t, r, c, ts),
+        Some(rec) if crate::gate::emulating() => timed_join(rec, t, r, c, ts),
         // SAFETY: pass-through.
         _ => unsafe { next::pthread_clockjoin_np(t, r, c, ts) },
     })
@@ -562,7 +558,7 @@ pub unsafe extern "C" fn pthread_clockjoin_np(
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_detach")]
 pub unsafe extern "C" fn pthread_detach(t: pthread_t) -> c_int {
     crate::real::guard("pthread_detach", || match lookup(t) {
-        Some(rec) if fibers_mode() => {
+        Some(rec) if crate::gate::emulating() => {
             if rec.detached.get() {
                 return libc::EINVAL;
             }
@@ -607,7 +603,7 @@ pub unsafe extern "C" fn pthread_equal(a: pthread_t, b: pthread_t) -> c_int {
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_setname_np")]
 pub unsafe extern "C" fn pthread_setname_np(t: pthread_t, name: *const c_char) -> c_int {
     crate::real::guard("pthread_setname_np", || match lookup(t) {
-        Some(rec) if fibers_mode() => {
+        Some(rec) if crate::gate::emulating() => {
             // SAFETY: the caller's NUL-terminated name.
             let n = unsafe { std::ffi::CStr::from_ptr(name) }.to_bytes();
             if n.len() >= 16 {
@@ -628,7 +624,7 @@ pub unsafe extern "C" fn pthread_setname_np(t: pthread_t, name: *const c_char) -
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_getname_np")]
 pub unsafe extern "C" fn pthread_getname_np(t: pthread_t, buf: *mut c_char, len: size_t) -> c_int {
     crate::real::guard("pthread_getname_np", || match lookup(t) {
-        Some(rec) if fibers_mode() => {
+        Some(rec) if crate::gate::emulating() => {
             if len < 16 {
                 return libc::ERANGE;
             }
@@ -649,7 +645,7 @@ pub unsafe extern "C" fn pthread_getname_np(t: pthread_t, buf: *mut c_char, len:
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_getattr_np")]
 pub unsafe extern "C" fn pthread_getattr_np(t: pthread_t, a: *mut pthread_attr_t) -> c_int {
     crate::real::guard("pthread_getattr_np", || match lookup(t) {
-        Some(rec) if fibers_mode() => {
+        Some(rec) if crate::gate::emulating() => {
             // SAFETY: the caller's attribute object, initialised here as glibc does.
             unsafe {
                 libc::pthread_attr_init(a);
@@ -678,7 +674,7 @@ pub unsafe extern "C" fn pthread_getattr_np(t: pthread_t, a: *mut pthread_attr_t
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_kill")]
 pub unsafe extern "C" fn pthread_kill(t: pthread_t, sig: c_int) -> c_int {
     crate::real::guard("pthread_kill", || match lookup(t) {
-        Some(rec) if fibers_mode() => {
+        Some(rec) if crate::gate::emulating() => {
             if sig == 0 {
                 0
             } else {
@@ -695,7 +691,7 @@ pub unsafe extern "C" fn pthread_kill(t: pthread_t, sig: c_int) -> c_int {
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_cancel")]
 pub unsafe extern "C" fn pthread_cancel(t: pthread_t) -> c_int {
     crate::real::guard("pthread_cancel", || match lookup(t) {
-        Some(rec) if fibers_mode() => {
+        Some(rec) if crate::gate::emulating() => {
             let task = task_of(&rec);
             if task.is_finished() || rec.exiting.get() {
                 return 0;
@@ -726,7 +722,7 @@ pub unsafe extern "C" fn pthread_cancel(t: pthread_t) -> c_int {
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_testcancel")]
 pub unsafe extern "C" fn pthread_testcancel() {
     crate::real::guard("pthread_testcancel", || {
-        if fibers_mode() && hub::in_fiber() {
+        if crate::gate::emulating() && hub::in_fiber() {
             testcancel();
         } else {
             // SAFETY: pass-through.
@@ -740,7 +736,7 @@ pub unsafe extern "C" fn pthread_testcancel() {
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_setcancelstate")]
 pub unsafe extern "C" fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int {
     crate::real::guard("pthread_setcancelstate", || match current_record() {
-        Some(rec) if fibers_mode() => {
+        Some(rec) if crate::gate::emulating() => {
             if state != PTHREAD_CANCEL_ENABLE && state != PTHREAD_CANCEL_DISABLE {
                 return libc::EINVAL;
             }
@@ -766,7 +762,7 @@ pub unsafe extern "C" fn pthread_setcancelstate(state: c_int, old: *mut c_int) -
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_setcanceltype")]
 pub unsafe extern "C" fn pthread_setcanceltype(ty: c_int, old: *mut c_int) -> c_int {
     crate::real::guard("pthread_setcanceltype", || match current_record() {
-        Some(rec) if fibers_mode() => {
+        Some(rec) if crate::gate::emulating() => {
             if ty != PTHREAD_CANCEL_DEFERRED && ty != PTHREAD_CANCEL_ASYNCHRONOUS {
                 return libc::EINVAL;
             }
@@ -792,7 +788,7 @@ pub unsafe extern "C" fn pthread_setcanceltype(ty: c_int, old: *mut c_int) -> c_
 #[cfg_attr(greenhook_table, export_name = "greenhook___pthread_register_cancel")]
 pub unsafe extern "C" fn __pthread_register_cancel(buf: *mut c_void) {
     crate::real::guard("__pthread_register_cancel", || match current_record() {
-        Some(rec) if fibers_mode() => rec.cleanup.borrow_mut().push(buf as usize),
+        Some(rec) if crate::gate::emulating() => rec.cleanup.borrow_mut().push(buf as usize),
         // SAFETY: pass-through.
         _ => unsafe { next::__pthread_register_cancel(buf) },
     })
@@ -803,7 +799,7 @@ pub unsafe extern "C" fn __pthread_register_cancel(buf: *mut c_void) {
 #[cfg_attr(greenhook_table, export_name = "greenhook___pthread_unregister_cancel")]
 pub unsafe extern "C" fn __pthread_unregister_cancel(buf: *mut c_void) {
     crate::real::guard("__pthread_unregister_cancel", || match current_record() {
-        Some(rec) if fibers_mode() => {
+        Some(rec) if crate::gate::emulating() => {
             let mut c = rec.cleanup.borrow_mut();
             if let Some(i) = c.iter().rposition(|&b| b == buf as usize) {
                 c.truncate(i);
@@ -819,7 +815,7 @@ pub unsafe extern "C" fn __pthread_unregister_cancel(buf: *mut c_void) {
 #[cfg_attr(greenhook_table, export_name = "greenhook___pthread_unwind_next")]
 pub unsafe extern "C" fn __pthread_unwind_next(buf: *mut c_void) -> ! {
     crate::real::guard("__pthread_unwind_next", || {
-        if fibers_mode() && current_record().is_some_and(|r| r.exiting.get()) {
+        if crate::gate::emulating() && current_record().is_some_and(|r| r.exiting.get()) {
             continue_exit();
         }
         // SAFETY: pass-through.
@@ -916,7 +912,7 @@ const ONCE_DONE: i32 = 2;
 #[cfg_attr(greenhook_table, export_name = "greenhook_pthread_once")]
 pub unsafe extern "C" fn pthread_once(o: *mut pthread_once_t, f: extern "C" fn()) -> c_int {
     crate::real::guard("pthread_once", || {
-        if !fibers_mode() {
+        if !crate::gate::emulating() {
             // SAFETY: pass-through.
             return unsafe { next::pthread_once(o, f) };
         }

@@ -1,0 +1,92 @@
+//! Timeouts as the C API passes them, turned into the hub's deadlines.
+//!
+//! Every `timespec` a caller hands us is read here, through
+//! [`crate::user::read`]: a bad pointer gets `EFAULT` (the kernel's answer)
+//! instead of a crash inside a hook. Deadlines are `Option<Instant>`: `None`
+//! waits forever, which is also what a timeout too far away to represent
+//! means.
+
+use std::time::{Duration, Instant};
+
+use libc::{c_int, clockid_t, timespec};
+
+/// Copies the caller's `timespec`; `EFAULT` for a bad (or null) pointer.
+pub(crate) fn read(ts: *const timespec) -> Result<timespec, c_int> {
+    crate::user::read(ts)
+}
+
+/// A relative timeout as a duration; `EINVAL` for a negative one or
+/// nanoseconds out of range (the kernel's checks).
+pub(crate) fn duration_of(ts: &timespec) -> Result<Duration, c_int> {
+    if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
+        return Err(libc::EINVAL);
+    }
+    Ok(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+}
+
+/// A duration as a `timespec` (saturating).
+pub(crate) fn timespec_of(d: Duration) -> timespec {
+    timespec {
+        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: d.subsec_nanos() as _,
+    }
+}
+
+/// The deadline `d` from now (`None`: never, or too far to represent).
+pub(crate) fn after(d: Duration) -> Option<Instant> {
+    Instant::now().checked_add(d)
+}
+
+/// A relative timeout from the caller's pointer: null waits forever.
+pub(crate) fn relative(ts: *const timespec) -> Result<Option<Instant>, c_int> {
+    if ts.is_null() {
+        return Ok(None);
+    }
+    Ok(after(duration_of(&read(ts)?)?))
+}
+
+/// A `poll`-style timeout in milliseconds: negative waits forever.
+pub(crate) fn millis(timeout: c_int) -> Option<Instant> {
+    (timeout >= 0).then(|| after(Duration::from_millis(timeout as u64))).flatten()
+}
+
+/// An absolute time on `clock` as an `Instant` (`None`: too far away). A
+/// time already past is now.
+pub(crate) fn at(clock: clockid_t, ts: &timespec) -> Option<Instant> {
+    let mut now = timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `now` is a valid out pointer.
+    unsafe { libc::clock_gettime(clock, &mut now) };
+    let at = Instant::now();
+    let target = ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128;
+    let cur = now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128;
+    let diff = target - cur;
+    if diff <= 0 {
+        return Some(at);
+    }
+    at.checked_add(Duration::from_nanos(u64::try_from(diff).ok()?))
+}
+
+/// An absolute pthread timeout (`pthread_mutex_timedlock`,
+/// `pthread_cond_clockwait`, …) as glibc checks it: `EINVAL` for a clock
+/// other than `CLOCK_REALTIME`/`CLOCK_MONOTONIC` or nanoseconds out of
+/// range; a negative time is already past. A null pointer gets `EINVAL`
+/// and another bad one `EFAULT`, where glibc would crash.
+pub(crate) fn absolute(clock: clockid_t, ts: *const timespec) -> Result<Option<Instant>, c_int> {
+    if ts.is_null() || (clock != libc::CLOCK_REALTIME && clock != libc::CLOCK_MONOTONIC) {
+        return Err(libc::EINVAL);
+    }
+    let t = read(ts)?;
+    if !(0..1_000_000_000).contains(&t.tv_nsec) {
+        return Err(libc::EINVAL);
+    }
+    if t.tv_sec < 0 {
+        return Ok(Some(Instant::now()));
+    }
+    Ok(at(clock, &t))
+}
+
+/// [`absolute`] for a wait that must end: a time too far to represent
+/// becomes thirty years from now rather than "never".
+pub(crate) fn absolute_bounded(clock: clockid_t, ts: *const timespec) -> Result<Option<Instant>, c_int> {
+    Ok(absolute(clock, ts)?.or_else(|| after(Duration::from_secs(86400 * 365 * 30))))
+}

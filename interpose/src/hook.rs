@@ -1,0 +1,199 @@
+//! The one shape of every hook, written once: [`hook!`].
+//!
+//! ```ignore
+//! hook! {
+//!     /// `usleep(3)`.
+//!     #[gate(crate::gate::cooperative())]
+//!     [time] fn usleep(us: useconds_t) -> c_int {
+//!         /* sleep on the hub */
+//!     }
+//!
+//!     /// `read(2)`.
+//!     [io] fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+//!         match crate::io::path(fd) {
+//!             // SAFETY: forwarded unchanged.
+//!             Path::Pass => unsafe { read::real(fd, buf, n) },
+//!             /* try, wait on the hub on EAGAIN, retry */
+//!         }
+//!     }
+//! }
+//! ```
+//!
+//! For each function the macro generates:
+//! - the gate: where `#[gate(..)]` is false, the call goes to the real
+//!   function unchanged (the gates are [`crate::gate`]'s; a gate that needs
+//!   a value the body uses, like `read`'s fd path, is written in the body);
+//! - the export: `#[no_mangle]` under the libc name, or, in an interpose
+//!   table build (macOS, or Linux with `--cfg greenhook_interpose_table`),
+//!   `greenhook_<name>` plus an entry in the image's interpose table next to
+//!   libc's `<name>`;
+//! - `<name>::real`, the next definition of the function (resolved once
+//!   with `dlsym(RTLD_NEXT)` and cached), for the pass-through and for any
+//!   other code that needs the function itself rather than our hook;
+//! - the entry every hook goes through ([`Entered`]): the call is counted
+//!   under its declared stats family (`[io]` above) when `GREENHOOK_STATS`
+//!   is set, and a panic inside the body aborts the process with the hook's
+//!   name instead of crossing into C.
+//!
+//! Hooks are `extern "C-unwind"` and the panic check is a drop guard, not a
+//! `catch_unwind`: glibc's own unwinding (`pthread_exit`, cancellation of a
+//! real thread blocked in a hooked call) is not a Rust panic, so it passes
+//! through our frames, running their destructors, as it passes through C
+//! frames. A `catch_unwind` would catch it and glibc would abort ("FATAL:
+//! exception not rethrown").
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// The stats family a hook is counted under (`GREENHOOK_STATS`), declared
+/// in each `hook!`. Lower case: they are the labels printed.
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Family {
+    /// Sleeps and yields.
+    time,
+    /// Reads, writes and connections on sockets, pipes and ttys.
+    io,
+    /// Creating, duplicating, closing and configuring fds.
+    fd,
+    /// `poll`, `select`, `epoll_wait`.
+    poll,
+    /// Thread life cycle, keys, once, cancellation.
+    thread,
+    /// Mutexes, condvars, rwlocks, barriers, spinlocks, semaphores.
+    sync,
+    /// The raw `syscall` entry (futexes).
+    futex,
+    /// Regular files, and waits epoll cannot watch (file locks, IPC).
+    file,
+    /// Name resolution.
+    dns,
+    /// `FILE` streams and formatted output.
+    stdio,
+    /// Child processes.
+    process,
+    /// Signals.
+    signal,
+}
+
+const FAMILIES: usize = Family::signal as usize + 1;
+const NAMES: [&str; FAMILIES] = [
+    "time", "io", "fd", "poll", "thread", "sync", "futex", "file", "dns", "stdio", "process", "signal",
+];
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static COUNTS: [AtomicU64; FAMILIES] = [const { AtomicU64::new(0) }; FAMILIES];
+
+/// Turns on counting when `GREENHOOK_STATS` is set, and adds the counts to
+/// the hub's exit table.
+pub(crate) fn init_stats() {
+    if std::env::var_os("GREENHOOK_STATS").is_some_and(|v| !v.is_empty() && v != "0") {
+        COUNTING.store(true, Ordering::Relaxed);
+        hub::internal::set_stats_extra(|| {
+            NAMES
+                .iter()
+                .zip(&COUNTS)
+                .map(|(f, c)| (*f, c.load(Ordering::Relaxed)))
+                .filter(|(_, n)| *n > 0)
+                .collect()
+        });
+    }
+}
+
+/// Alive for the whole body of a hook (see [`hook!`]): counts the call on
+/// entry, and is left on every normal return. Dropped instead, it is being
+/// unwound: by a Rust panic it aborts with the hook's name.
+pub(crate) struct Entered(&'static str);
+
+impl Entered {
+    /// Enters the hook `name` of `family`.
+    #[inline(always)]
+    pub(crate) fn new(name: &'static str, family: Family) -> Entered {
+        if COUNTING.load(Ordering::Relaxed) {
+            count(family);
+        }
+        Entered(name)
+    }
+
+    /// The body returned normally.
+    #[inline(always)]
+    pub(crate) fn leave(self) {
+        std::mem::forget(self)
+    }
+}
+
+impl Drop for Entered {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // Only a Rust panic aborts: glibc's forced unwinding (thread exit,
+        // cancellation) is not one and goes on through.
+        if std::thread::panicking() {
+            abort_in(self.0)
+        }
+    }
+}
+
+#[cold]
+fn count(family: Family) {
+    COUNTS[family as usize].fetch_add(1, Ordering::Relaxed);
+}
+
+#[cold]
+fn abort_in(name: &'static str) -> ! {
+    let _g = hub::internal::Guard::new();
+    eprintln!("greenhook: panic inside the {name} hook; aborting");
+    std::process::abort()
+}
+
+/// Defines hooks in the one shape (see the [module](self) docs).
+///
+/// Each entry: doc comments, optional `#[cfg(..)]`s, an optional
+/// `#[gate(expr)]`, the stats family in brackets, then the function with its
+/// libc signature (written without `unsafe extern`: every hook is
+/// `pub unsafe extern "C-unwind"`) and its body. When the gate is false the
+/// arguments go to the real function unchanged and the body does not run.
+/// In the body, `<name>::real(..)` is the next definition.
+macro_rules! hook {
+    ($(
+        $(#[doc = $doc:expr])*
+        $(#[cfg($cfg:meta)])*
+        $(#[gate($gate:expr)])?
+        [$family:ident] fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block
+    )*) => {$(
+        $(#[doc = $doc])*
+        $(#[cfg($cfg)])*
+        #[cfg_attr(not(greenhook_table), no_mangle)]
+        #[cfg_attr(greenhook_table, export_name = concat!("greenhook_", stringify!($name)))]
+        #[allow(clippy::too_many_arguments, clippy::redundant_closure_call, unreachable_code)]
+        pub unsafe extern "C-unwind" fn $name($($arg: $ty),*) $(-> $ret)? {
+            let entered = $crate::hook::Entered::new(stringify!($name), $crate::hook::Family::$family);
+            $crate::hook::hook!(@gate entered, [$($gate)?], $name($($arg),*));
+            // A closure, so that a `return` in the body leaves it and not
+            // the hook: `leave` must run on every normal way out.
+            let r = (move || $(-> $ret)? { $body })();
+            entered.leave();
+            r
+        }
+
+        #[doc = concat!("The next definition of `", stringify!($name), "` (libc's, under the preload).")]
+        $(#[cfg($cfg)])*
+        #[allow(dead_code)]
+        pub(crate) mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::real::real_fn!(real = $name($($arg: $ty),*) $(-> $ret)?);
+        }
+
+        $(#[cfg($cfg)])*
+        $crate::real::interpose!($name);
+    )*};
+    (@gate $entered:ident, [], $name:ident($($arg:ident),*)) => {};
+    (@gate $entered:ident, [$gate:expr], $name:ident($($arg:ident),*)) => {
+        if !$gate {
+            $entered.leave();
+            // SAFETY: the caller's arguments, unchanged, to the function the
+            // caller meant to call.
+            return unsafe { $name::real($($arg),*) };
+        }
+    };
+}
+pub(crate) use hook;
