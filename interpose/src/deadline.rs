@@ -47,7 +47,9 @@ pub(crate) fn relative(ts: *const timespec) -> Result<Option<Instant>, c_int> {
 
 /// A `poll`-style timeout in milliseconds: negative waits forever.
 pub(crate) fn millis(timeout: c_int) -> Option<Instant> {
-    (timeout >= 0).then(|| after(Duration::from_millis(timeout as u64))).flatten()
+    (timeout >= 0)
+        .then(|| after(Duration::from_millis(timeout as u64)))
+        .flatten()
 }
 
 /// An absolute time on `clock` as an `Instant` (`None`: too far away). A

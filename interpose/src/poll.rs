@@ -327,7 +327,9 @@ pub unsafe extern "C" fn epoll_wait(ep: c_int, ev: *mut epoll_event, max: c_int,
             return unsafe { next::epoll_wait(ep, ev, max, timeout) };
         }
         // SAFETY: forwarded with a zero timeout.
-        epoll_common(ep, crate::deadline::millis(timeout), || unsafe { next::epoll_wait(ep, ev, max, 0) })
+        epoll_common(ep, crate::deadline::millis(timeout), || unsafe {
+            next::epoll_wait(ep, ev, max, 0)
+        })
     })
 }
 
