@@ -3,12 +3,13 @@
 
 use std::cell::Cell;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::OnceLock;
 
 use crate::handover::Handover;
 use crate::{internal, pool, Hub, CURRENT};
 
-static POLL_HOOK: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
+/// Set at most once: see [`set_poll_hook`].
+static POLL_HOOK: OnceLock<fn()> = OnceLock::new();
 
 thread_local! {
     /// In the child of a fork made from a fiber: the root's own wait can
@@ -21,15 +22,16 @@ thread_local! {
 /// own stack, where it may wake tasks ([`crate::Task::interrupt`]) but must
 /// not block. The interposer uses it to act on signals that arrived while
 /// the hub waited (an interrupted `epoll_wait` ends the turn early).
+///
+/// The first registration wins and later ones are ignored: the interposer
+/// calls this with the same function from every path that may be the first
+/// to need it (installing a handler, changing a mask, `kill`, `pause`).
 pub fn set_poll_hook(f: fn()) {
-    POLL_HOOK.store(f as *mut (), Ordering::Release);
+    let _ = POLL_HOOK.set(f);
 }
 
 pub(crate) fn run_poll_hook() {
-    let hook = POLL_HOOK.load(Ordering::Acquire);
-    if !hook.is_null() {
-        // SAFETY: only set_poll_hook stores here, from a `fn()`.
-        let f: fn() = unsafe { std::mem::transmute::<*mut (), fn()>(hook) };
+    if let Some(f) = POLL_HOOK.get() {
         f();
     }
 }
