@@ -3,9 +3,8 @@
 //! When exactly one other fiber is runnable, strict FIFO order runs it and
 //! then the yielder again, so the yielder resumes it from its own stack
 //! instead of going through the root: one coroutine round trip instead of
-//! two. This path is inlined whole into `yield_now`'s caller (why, and what
-//! it costs, is in docs/DESIGN.md, "The hub"); everything else about a
-//! yield is out of line.
+//! two. This path is inlined whole into `yield_now`'s caller (see
+//! [`yield_now`] for why); everything else about a yield is out of line.
 
 use std::rc::Rc;
 
@@ -37,7 +36,7 @@ pub(crate) enum Handover {
 /// The common case, a yield between two busy fibers, is inlined into the
 /// caller whole; everything else is out of line. Inlining saves the
 /// mispredicted returns and the register saves an out-of-line switch costs
-/// (docs/DESIGN.md, "The hub", has the measurements).
+/// (docs/DESIGN.md, "The hub", has the reasons and the measurements).
 #[inline]
 pub fn yield_now() {
     let p = CURRENT.with(|c| c.get());
@@ -57,13 +56,11 @@ pub fn yield_now() {
             }
             return;
         }
-        // Direct hand-over: when exactly one other fiber is runnable, strict
-        // FIFO runs it and then us again, so resume it from our own stack:
-        // when it suspends, control comes straight back here, one coroutine
-        // round trip instead of two through the root. One level deep only
-        // (a fiber resumed this way suspends back at once, above), and
-        // every DIRECT_BUDGET-th yield goes through the root so timers and
-        // I/O are polled (every yield, under the stall monitor).
+        // Direct hand-over (see the module doc): when it suspends, control
+        // comes straight back here. One level deep only (a fiber resumed
+        // this way suspends back at once, above), and every
+        // DIRECT_BUDGET-th yield goes through the root so timers and I/O
+        // are polled (every yield, under the stall monitor).
         let left = hub.direct_left.get();
         if left > 0 {
             if let Some(next) = hub.runq.sole() {
