@@ -50,11 +50,7 @@ pub fn yield_now() {
             // straight back to it; it requeues us.
             // SAFETY: CURRENT points at the running task (see Hub::current),
             // a fiber.
-            unsafe {
-                (*p).state.set(State::Runnable);
-                (*p).suspend();
-            }
-            return;
+            return unsafe { (*p).suspend_runnable() };
         }
         // Direct hand-over (see the module doc): when it suspends, control
         // comes straight back here. One level deep only (a fiber resumed
@@ -82,15 +78,11 @@ fn yield_slow() {
         debug_assert_eq!(hub.handing_over.get(), Handover::Idle);
         // Only a yield that really reaches the root renews the budget.
         hub.direct_left.set(hub.direct_budget);
-        // The normal path: mark ourselves runnable and switch to the root,
-        // which requeues the reference it already holds.
+        // The normal path: switch to the root, which requeues the reference
+        // it already holds.
         // SAFETY: CURRENT points at the running task (see Hub::current),
         // a fiber.
-        unsafe {
-            (*p).state.set(State::Runnable);
-            (*p).suspend();
-        }
-        return;
+        return unsafe { (*p).suspend_runnable() };
     }
     let hub = Hub::get();
     if hub.looping.get() {
@@ -189,11 +181,7 @@ impl Hub {
             Rc::increment_strong_count(next);
             Rc::from_raw(next)
         };
-        if done || t.exiting.get() {
-            self.finish(t);
-        } else if t.state.get() == State::Runnable {
-            self.runq.push_back(t);
-        }
+        self.suspended(t, done);
         // SAFETY: `me` is the running fiber (CURRENT was restored above).
         unsafe {
             (*me).state.set(State::Blocked);

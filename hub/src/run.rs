@@ -117,6 +117,14 @@ impl Hub {
     #[inline]
     pub(crate) fn run_task(&self, t: Rc<Task>) {
         let done = self.switch_to(&t);
+        self.suspended(t, done);
+    }
+
+    /// `t` just suspended back to its resumer, `done` if its closure
+    /// returned: finish it, or requeue it if it yielded (a task that
+    /// blocked is requeued by its wake-up).
+    #[inline(always)]
+    pub(crate) fn suspended(&self, t: Rc<Task>, done: bool) {
         if done || t.exiting.get() {
             self.finish(t);
         } else if t.state.get() == State::Runnable {

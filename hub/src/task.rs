@@ -109,6 +109,17 @@ impl Task {
         unsafe { self.fiber.as_ref().unwrap_unchecked().suspend() }
     }
 
+    /// Suspends this task's fiber as runnable: it yields.
+    ///
+    /// # Safety
+    /// As for [`Task::suspend`].
+    #[inline(always)]
+    pub(crate) unsafe fn suspend_runnable(&self) {
+        self.state.set(State::Runnable);
+        // SAFETY: the caller's contract.
+        unsafe { self.suspend() }
+    }
+
     /// The fiber id, or 0 for the root context.
     pub fn id(&self) -> u64 {
         self.fiber.as_ref().map_or(0, |f| f.id())
