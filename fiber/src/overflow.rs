@@ -17,30 +17,30 @@
 
 use std::cell::Cell;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
 
 use crate::Fiber;
 
-/// The scheduler's [`set_running_hook`] function, as an address (0: none).
-static RUNNING_HOOK: AtomicUsize = AtomicUsize::new(0);
+/// The scheduler's [`set_running_hook`] function. Reading a set `OnceLock`
+/// is one atomic load, so the signal handler may.
+static RUNNING_HOOK: OnceLock<fn() -> *const Fiber> = OnceLock::new();
 
 /// Tells the overflow handler how to find the fiber running on the calling
 /// thread: `hook` returns it, or null outside any fiber. The handler calls
 /// it from a signal handler, so it must be async-signal-safe (reading a
 /// thread-local pointer is).
+///
+/// The first registration wins and later ones are ignored: there is one
+/// scheduler per process, and the hub registers the same function each
+/// time it creates a thread's hub.
 pub fn set_running_hook(hook: fn() -> *const Fiber) {
-    RUNNING_HOOK.store(hook as usize, Ordering::Release);
+    let _ = RUNNING_HOOK.set(hook);
 }
 
 /// The fiber running on this thread, per the scheduler's hook.
 fn running() -> *const Fiber {
-    let h = RUNNING_HOOK.load(Ordering::Acquire);
-    if h == 0 {
-        return std::ptr::null();
-    }
-    // SAFETY: a non-zero value was stored from a `fn() -> *const Fiber`.
-    let hook = unsafe { std::mem::transmute::<usize, fn() -> *const Fiber>(h) };
-    hook()
+    RUNNING_HOOK.get().map_or(std::ptr::null(), |hook| hook())
 }
 
 /// 0 = not installed, 1 = installing, 2 = installed.

@@ -3,11 +3,13 @@
 
 use std::cell::Cell;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::OnceLock;
 
-use crate::{internal, pool, Hub, CURRENT, HUB};
+use crate::handover::Handover;
+use crate::{internal, pool, Hub, CURRENT};
 
-static POLL_HOOK: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
+/// Set at most once: see [`set_poll_hook`].
+static POLL_HOOK: OnceLock<fn()> = OnceLock::new();
 
 thread_local! {
     /// In the child of a fork made from a fiber: the root's own wait can
@@ -20,15 +22,16 @@ thread_local! {
 /// own stack, where it may wake tasks ([`crate::Task::interrupt`]) but must
 /// not block. The interposer uses it to act on signals that arrived while
 /// the hub waited (an interrupted `epoll_wait` ends the turn early).
+///
+/// The first registration wins and later ones are ignored: the interposer
+/// calls this with the same function from every path that may be the first
+/// to need it (installing a handler, changing a mask, `kill`, `pause`).
 pub fn set_poll_hook(f: fn()) {
-    POLL_HOOK.store(f as *mut (), Ordering::Release);
+    let _ = POLL_HOOK.set(f);
 }
 
 pub(crate) fn run_poll_hook() {
-    let hook = POLL_HOOK.load(Ordering::Acquire);
-    if !hook.is_null() {
-        // SAFETY: only set_poll_hook stores here, from a `fn()`.
-        let f: fn() = unsafe { std::mem::transmute::<*mut (), fn()>(hook) };
+    if let Some(f) = POLL_HOOK.get() {
         f();
     }
 }
@@ -37,9 +40,7 @@ pub(crate) fn run_poll_hook() {
 /// context (idle or between fibers) rather than user code. Reads two
 /// thread-local cells and nothing else, so a signal handler may call it.
 pub fn in_loop() -> bool {
-    let p = HUB.with(|h| h.get());
-    // SAFETY: see Hub::get.
-    CURRENT.with(|c| c.get()).is_null() && unsafe { p.as_ref() }.is_some_and(|h| h.looping.get())
+    CURRENT.with(|c| c.get()).is_null() && Hub::existing().is_some_and(|h| h.looping.get())
 }
 
 /// Called when the root must wait and nothing can ever wake anything: in a
@@ -64,9 +65,7 @@ pub(crate) fn exit_if_orphaned(hub: &Hub) {
 /// 0, as when the last thread of a process ends.
 pub fn reset_after_fork() {
     pool::reset_after_fork();
-    let p = HUB.with(|h| h.get());
-    // SAFETY: see Hub::get.
-    let Some(hub) = (unsafe { p.as_ref() }) else { return };
+    let Some(hub) = Hub::existing() else { return };
     if let Err(e) = hub.reactor.reset_after_fork() {
         let _g = internal::Guard::new();
         eprintln!("greenhook: cannot recreate the poller after fork: {e}");
@@ -76,8 +75,8 @@ pub fn reset_after_fork() {
     // A fiber that was handed control suspends back onto the stack of the
     // fiber that handed over, which is lost here: hand_over must not let
     // that fiber go on.
-    if hub.handing_over.get() == crate::Handover::Active {
-        hub.handing_over.set(crate::Handover::ResumerGone);
+    if hub.handing_over.get() == Handover::Active {
+        hub.handing_over.set(Handover::ResumerGone);
     }
     // Leak, never drop: other fibers' waits must not run destructors that
     // could reset coroutines under C frames.
@@ -106,7 +105,8 @@ mod tests {
     use std::cell::Cell;
     use std::rc::Rc;
 
-    use crate::{join, spawn, yield_now, Handover, Hub, Spawn};
+    use crate::handover::Handover;
+    use crate::{join, spawn, yield_now, Hub, Spawn};
 
     /// A fiber that was handed control by another (see `Hub::hand_over`)
     /// forks: in the child, the fiber that handed over must never run

@@ -5,8 +5,12 @@
 //! whole life), while the hub spawns those threads, and while it prints
 //! reports. That keeps the hub's own work from being turned into fiber
 //! operations.
+//!
+//! It is also where the layer above hands the hub what only it knows, for
+//! reports: names of wait-queue keys and of tasks, and extra stats rows.
 
 use std::cell::Cell;
+use std::sync::OnceLock;
 
 thread_local! {
     static DEPTH: Cell<u32> = const { Cell::new(0) };
@@ -46,81 +50,70 @@ pub(crate) fn mark_thread() {
     DEPTH.with(|d| d.set(d.get() + 1));
 }
 
+// The layer above registers these once it is loaded. Each is set at most
+// once: the first registration wins and later ones are ignored, which is
+// what every caller wants (each registers the same function whenever it
+// may be the first, e.g. on its first mutex wait).
+
 type Describer = fn(usize) -> Option<String>;
-static DESCRIBER: std::sync::atomic::AtomicPtr<()> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+static DESCRIBER: OnceLock<Describer> = OnceLock::new();
 
 /// Lets the layer above say what a wait-queue key is ("mutex 0x…, held by
-/// fiber 2") in deadlock reports.
+/// fiber 2") in deadlock reports. The first registration wins.
 pub fn set_key_describer(f: Describer) {
-    DESCRIBER.store(f as *mut (), std::sync::atomic::Ordering::Release);
+    let _ = DESCRIBER.set(f);
 }
 
 pub(crate) fn describe_key(key: usize) -> String {
-    let p = DESCRIBER.load(std::sync::atomic::Ordering::Acquire);
-    if !p.is_null() {
-        // SAFETY: only set_key_describer stores here, from a `Describer`.
-        let f: Describer = unsafe { std::mem::transmute::<*mut (), Describer>(p) };
-        if let Some(s) = f(key) {
-            return s;
-        }
-    }
-    format!("address {key:#x}")
+    DESCRIBER
+        .get()
+        .and_then(|f| f(key))
+        .unwrap_or_else(|| format!("address {key:#x}"))
 }
 
 type Extra = fn() -> Vec<(&'static str, u64)>;
-static EXTRA: std::sync::atomic::AtomicPtr<()> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+static EXTRA: OnceLock<Extra> = OnceLock::new();
 
-/// Lets the layer above add rows (hooked calls by family) to the stats table.
+/// Lets the layer above add rows (hooked calls by family) to the stats
+/// table. The first registration wins.
 pub fn set_stats_extra(f: Extra) {
-    EXTRA.store(f as *mut (), std::sync::atomic::Ordering::Release);
+    let _ = EXTRA.set(f);
 }
 
 pub(crate) fn stats_extra() -> Vec<(&'static str, u64)> {
-    let p = EXTRA.load(std::sync::atomic::Ordering::Acquire);
-    if p.is_null() {
-        return Vec::new();
-    }
-    // SAFETY: only set_stats_extra stores here, from an `Extra`.
-    let f: Extra = unsafe { std::mem::transmute::<*mut (), Extra>(p) };
-    f()
+    EXTRA.get().map_or_else(Vec::new, |f| f())
 }
 
 type NameProvider = fn(&mut [u8; 64]) -> usize;
-static NAMER: std::sync::atomic::AtomicPtr<()> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+static NAMER: OnceLock<NameProvider> = OnceLock::new();
 
 /// Lets the layer above supply the running fiber's current name (e.g. set by
 /// `pthread_setname_np`) to the stall monitor. The function runs inside a
 /// signal handler on the hub thread: it must be async-signal-safe (no
-/// allocation, no locks; `RefCell::try_borrow` is fine).
+/// allocation, no locks; `RefCell::try_borrow` is fine). The first
+/// registration wins.
 pub fn set_name_provider(f: NameProvider) {
-    NAMER.store(f as *mut (), std::sync::atomic::Ordering::Release);
+    let _ = NAMER.set(f);
 }
 
+/// The provided name, written into `buf`; returns its length (0: none).
+/// Async-signal-safe: reading a set `OnceLock` is one atomic load.
 pub(crate) fn provided_name(buf: &mut [u8; 64]) -> usize {
-    let p = NAMER.load(std::sync::atomic::Ordering::Acquire);
-    if p.is_null() {
-        return 0;
-    }
-    // SAFETY: only set_name_provider stores here, from a `NameProvider`.
-    let f: NameProvider = unsafe { std::mem::transmute::<*mut (), NameProvider>(p) };
-    f(buf)
+    NAMER.get().map_or(0, |f| f(buf))
 }
 
 type UserNamer = fn(usize) -> Option<String>;
-static USER_NAMER: std::sync::atomic::AtomicPtr<()> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+static USER_NAMER: OnceLock<UserNamer> = OnceLock::new();
 
 /// Lets the layer above name a task from its user word (pthread names) in
-/// deadlock reports.
+/// deadlock reports. The first registration wins.
 pub fn set_user_namer(f: UserNamer) {
-    USER_NAMER.store(f as *mut (), std::sync::atomic::Ordering::Release);
+    let _ = USER_NAMER.set(f);
 }
 
 pub(crate) fn user_name(user: usize) -> Option<String> {
-    let p = USER_NAMER.load(std::sync::atomic::Ordering::Acquire);
-    if p.is_null() || user == 0 {
+    if user == 0 {
         return None;
     }
-    // SAFETY: only set_user_namer stores here, from a `UserNamer`.
-    let f: UserNamer = unsafe { std::mem::transmute::<*mut (), UserNamer>(p) };
-    f(user)
+    USER_NAMER.get().and_then(|f| f(user))
 }

@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use crossbeam_queue::SegQueue;
 
-use crate::{bump, internal, wait_remote, Hub};
+use crate::stats::bump;
+use crate::{internal, wait_remote, Hub};
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 

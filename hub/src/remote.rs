@@ -14,7 +14,8 @@ use std::sync::Arc;
 use crossbeam_queue::SegQueue;
 
 use crate::reactor::Notifier;
-use crate::{Hub, Park, Waiter, Waiting, Wake};
+use crate::task::Waiter;
+use crate::{Hub, Park, Waiting, Wake};
 
 struct Shared {
     queue: SegQueue<u64>,
@@ -120,11 +121,7 @@ pub fn wait_remote(register: impl FnOnce(RemoteWaker)) {
 /// the waker is then ignored. `key` is shown in deadlock reports (e.g. the
 /// futex address). This is the cross-thread half of futex emulation.
 pub fn park_remote(key: usize, deadline: Option<std::time::Instant>, register: impl FnOnce(RemoteWaker)) -> Park {
-    match remote_wait(Waiting::Park(key), deadline, register) {
-        Wake::Ready => Park::Unparked,
-        Wake::TimedOut => Park::TimedOut,
-        Wake::Closed | Wake::Interrupted => Park::Interrupted,
-    }
+    Park::after(remote_wait(Waiting::Park(key), deadline, register))
 }
 
 fn remote_wait(what: Waiting, deadline: Option<std::time::Instant>, register: impl FnOnce(RemoteWaker)) -> Wake {

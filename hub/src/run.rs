@@ -1,0 +1,210 @@
+//! The run queue and the root's scheduler loop.
+//!
+//! Runnable fibers wait in one FIFO queue. The root context runs the loop
+//! only while it waits itself ([`Hub::run_root`]): it resumes the queue's
+//! front fiber until that suspends, requeues it if it merely yielded, and
+//! every 64 fibers (or whenever the queue is empty) takes one turn of the
+//! poller, the remote inbox and the timers ([`Hub::poll`]), so I/O is never
+//! starved by fibers that keep yielding. A yield between two fibers usually
+//! skips this loop altogether: see [`handover`](crate::handover).
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use crate::stats::bump;
+use crate::{fork, monitor, Hub, State, Task, CURRENT};
+
+/// The FIFO run queue of a hub. It also keeps its only entry at hand, for
+/// the question the hand-over in [`yield_now`](crate::yield_now) asks at
+/// every yield: is exactly one fiber runnable, and which?
+pub(crate) struct RunQueue {
+    q: RefCell<VecDeque<Rc<Task>>>,
+    /// # Invariant
+    /// The queue's only entry while it has exactly one (so the queue holds
+    /// a strong reference to it), else null.
+    sole: Cell<*const Task>,
+}
+
+impl RunQueue {
+    pub(crate) fn new() -> RunQueue {
+        RunQueue {
+            q: RefCell::new(VecDeque::new()),
+            sole: Cell::new(std::ptr::null()),
+        }
+    }
+
+    pub(crate) fn push_back(&self, t: Rc<Task>) {
+        let mut q = self.q.borrow_mut();
+        q.push_back(t);
+        self.note(&q);
+    }
+
+    pub(crate) fn pop_front(&self) -> Option<Rc<Task>> {
+        let mut q = self.q.borrow_mut();
+        let t = q.pop_front();
+        self.note(&q);
+        t
+    }
+
+    /// Moves the front entry, which must be `t`, to the back.
+    pub(crate) fn rotate_front_to_back(&self, t: *const Task) {
+        let mut q = self.q.borrow_mut();
+        debug_assert!(q.front().is_some_and(|f| std::ptr::eq(Rc::as_ptr(f), t)));
+        q.rotate_left(1);
+        self.note(&q);
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.q.borrow().len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.q.borrow().is_empty()
+    }
+
+    /// Empties the queue, handing its entries to the caller.
+    pub(crate) fn take(&self) -> VecDeque<Rc<Task>> {
+        self.sole.set(std::ptr::null());
+        std::mem::take(&mut *self.q.borrow_mut())
+    }
+
+    /// The only queued task, if exactly one is queued; valid while it stays
+    /// queued.
+    #[inline(always)]
+    pub(crate) fn sole(&self) -> Option<*const Task> {
+        let p = self.sole.get();
+        (!p.is_null()).then_some(p)
+    }
+
+    fn note(&self, q: &VecDeque<Rc<Task>>) {
+        self.sole.set(if q.len() == 1 {
+            Rc::as_ptr(&q[0])
+        } else {
+            std::ptr::null()
+        });
+    }
+}
+
+impl Hub {
+    /// The root's scheduler loop: runs fibers and polls until the root is
+    /// woken.
+    pub(crate) fn run_root(&self, root: &Rc<Task>) {
+        assert!(!self.looping.replace(true), "greenhook: the hub loop was re-entered");
+        let mut since_poll = 0u32;
+        while root.state.get() == State::Blocked {
+            let next = self.runq.pop_front();
+            match next {
+                Some(t) => {
+                    self.run_task(t);
+                    since_poll += 1;
+                    if since_poll == 64 {
+                        since_poll = 0;
+                        self.poll(false);
+                    }
+                }
+                None => {
+                    since_poll = 0;
+                    self.poll(true);
+                }
+            }
+        }
+        root.state.set(State::Running);
+        self.looping.set(false);
+    }
+
+    #[inline]
+    pub(crate) fn run_task(&self, t: Rc<Task>) {
+        let done = self.switch_to(&t);
+        self.suspended(t, done);
+    }
+
+    /// `t` just suspended back to its resumer, `done` if its closure
+    /// returned: finish it, or requeue it if it yielded (a task that
+    /// blocked is requeued by its wake-up).
+    #[inline(always)]
+    pub(crate) fn suspended(&self, t: Rc<Task>, done: bool) {
+        if done || t.exiting.get() {
+            self.finish(t);
+        } else if t.state.get() == State::Runnable {
+            // It yielded: back of the queue, reusing the reference we hold.
+            self.runq.push_back(t);
+        }
+    }
+
+    /// Runs `t` until it suspends or finishes (returns whether it finished),
+    /// keeping the current-task pointer and the stall monitor's heartbeat
+    /// true on both sides of the switch. The resumer is the root, or a
+    /// fiber that runs the loop itself (see [`yield_now`](crate::yield_now)):
+    /// whichever it is is current again when `t` suspends.
+    #[inline(always)]
+    fn switch_to(&self, t: &Task) -> bool {
+        let back = CURRENT.with(|c| c.get());
+        let next: *const Task = t;
+        t.state.set(State::Running);
+        CURRENT.with(|c| c.set(next));
+        bump(&self.counters.switches);
+        if let Some(b) = &self.beat {
+            self.beat(b, next);
+        }
+        // SAFETY: the hub belongs to this thread, and so does its errno slot.
+        let done = t
+            .fiber
+            .as_ref()
+            .is_some_and(|f| unsafe { f.resume_with_errno(self.errno) });
+        CURRENT.with(|c| c.set(back));
+        if let Some(b) = &self.beat {
+            self.beat(b, back);
+        }
+        done
+    }
+
+    /// Tells the stall monitor that `now` (null: the root) runs.
+    #[cold]
+    fn beat(&self, b: &monitor::Beat, now: *const Task) {
+        use std::sync::atomic::Ordering::Relaxed;
+        b.switches.store(self.counters.switches.get(), Relaxed);
+        // SAFETY: a non-null `now` is a task the run loop holds, alive while
+        // it runs.
+        let id = unsafe { now.as_ref() }.map_or(0, |p| p.id());
+        b.current.store(id, Relaxed);
+    }
+
+    /// One turn of the reactor and the timers. With `block`, waits until the
+    /// next timer (or forever) when nothing is runnable.
+    pub(crate) fn poll(&self, block: bool) {
+        let now = Instant::now();
+        let timeout = if !block || !self.runq.is_empty() {
+            Some(Duration::ZERO)
+        } else {
+            self.until_next_timer(now)
+        };
+        if timeout.is_none() && self.fd_waiting.get() == 0 && self.remote.pending() == 0 {
+            fork::exit_if_orphaned(self);
+            self.deadlock();
+        }
+        // Skip the syscall when nothing could be reported.
+        if timeout != Some(Duration::ZERO) || self.fd_waiting.get() > 0 || self.remote.pending() > 0 {
+            bump(&self.counters.polls);
+            let mut events = self.events.borrow_mut();
+            events.clear();
+            let idle = self.beat.as_ref().filter(|_| timeout != Some(Duration::ZERO));
+            if let Some(b) = idle {
+                b.idle.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            let r = self.reactor.wait(timeout, &mut events);
+            if let Some(b) = idle {
+                b.idle.store(false, std::sync::atomic::Ordering::Relaxed);
+            }
+            if let Err(e) = r {
+                eprintln!("greenhook: poller wait failed: {e}");
+                std::process::abort();
+            }
+            self.wake_ready_fds(&events);
+        }
+        self.remote.drain(self);
+        self.fire_timers();
+        fork::run_poll_hook();
+    }
+}

@@ -1,0 +1,143 @@
+//! A fiber's life seen from outside: [`spawn`] registers and queues it,
+//! [`join`] waits for it, [`exit_current`] ends it early, and
+//! [`Hub::finish`] unregisters it and wakes its joiners.
+//!
+//! The hub keeps a registry of its live fibers (each knows its index, so
+//! removal is a swap) for diagnostics: the deadlock report, the stall
+//! monitor's count, [`for_each_task`].
+
+use std::io;
+use std::rc::Rc;
+use std::time::Instant;
+
+use crate::stats::bump;
+use crate::{internal, Hub, State, Task, Waiting, Wake, CURRENT};
+
+/// Options for [`spawn`].
+#[derive(Default, Clone, Debug)]
+pub struct Spawn {
+    /// The fiber's name, shown in reports.
+    pub name: Option<String>,
+    /// Usable stack bytes; default [`fiber::default_stack_size`].
+    pub stack_size: Option<usize>,
+    /// Run on caller-provided memory `(lo, size)` instead of a pooled stack
+    /// (`pthread_attr_setstack`). The caller guarantees the memory stays
+    /// valid and unused until the fiber finishes.
+    pub user_stack: Option<(usize, usize)>,
+}
+
+/// Spawns a fiber on this thread's hub. It is queued, not run: it first runs
+/// when the current task blocks or yields.
+///
+/// A panic escaping `f` aborts the process with a message (the facade
+/// crate catches panics at the fiber boundary before they get here).
+pub fn spawn(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
+    let hub = Hub::get();
+    let body = move |_: fiber::Suspender<'_>| {
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
+            let _g = internal::Guard::new();
+            eprintln!("greenhook: a panic escaped a fiber; aborting");
+            std::process::abort();
+        }
+    };
+    let name = opts.name.map(String::into_boxed_str);
+    let fib = match opts.user_stack {
+        // SAFETY: the Spawn contract: the caller vouches for the memory.
+        Some((lo, size)) => fiber::Fiber::on_stack(name, unsafe { fiber::FiberStack::foreign(lo, size)? }, body)?,
+        None => fiber::Fiber::new(name, opts.stack_size, body)?,
+    };
+    let t = Rc::new(Task::new(Some(fib)));
+    {
+        let mut tasks = hub.tasks.borrow_mut();
+        t.index.set(tasks.len());
+        tasks.push(t.clone());
+        let live = tasks.len() as u64;
+        if live > hub.counters.peak_live.get() {
+            hub.counters.peak_live.set(live);
+        }
+        if let Some(b) = &hub.beat {
+            b.live.store(live, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    bump(&hub.counters.spawned);
+    hub.runq.push_back(t.clone());
+    Ok(t)
+}
+
+impl Hub {
+    /// `t` ended (returned, or exited): off the registry, joiners woken.
+    #[cold]
+    pub(crate) fn finish(&self, t: Rc<Task>) {
+        t.state.set(State::Finished);
+        bump(&self.counters.finished);
+        for w in t.joiners.take() {
+            self.wake(&w, Wake::Ready);
+        }
+        let mut tasks = self.tasks.borrow_mut();
+        let i = t.index.get();
+        tasks.swap_remove(i);
+        if let Some(moved) = tasks.get(i) {
+            moved.index.set(i);
+        }
+        if let Some(b) = &self.beat {
+            b.live.store(tasks.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// Blocks until `task` has finished. Returns at once if it has.
+pub fn join(task: &Rc<Task>) {
+    assert!(!Rc::ptr_eq(&Hub::get().current(), task), "a fiber cannot join itself");
+    join_inner(task, None);
+}
+
+/// Like [`join`] with a deadline; returns whether the task finished.
+pub fn join_until(task: &Rc<Task>, deadline: Instant) -> bool {
+    join_inner(task, Some(deadline))
+}
+
+fn join_inner(task: &Rc<Task>, deadline: Option<Instant>) -> bool {
+    let hub = Hub::get();
+    while !task.is_finished() {
+        let cur = hub.current();
+        let w = hub.prepare(&cur, Waiting::Join(task.id()));
+        task.joiners.borrow_mut().push(w);
+        if hub.block(&cur, deadline) == Wake::TimedOut {
+            task.joiners.borrow_mut().retain(|w| !Rc::ptr_eq(&w.task, &cur));
+            return task.is_finished();
+        }
+    }
+    true
+}
+
+/// Ends the calling fiber now, without unwinding its stack (its frames may
+/// be C frames that cannot unwind; whatever they own is leaked). Joiners are
+/// woken as if the fiber had returned.
+///
+/// # Panics
+/// When called from the root context (there is no fiber to end).
+pub fn exit_current() -> ! {
+    {
+        let cur = Hub::get().current();
+        assert!(!cur.is_root(), "hub::exit_current called outside a fiber");
+        cur.exiting.set(true);
+    }
+    let p = CURRENT.with(|c| c.get());
+    // SAFETY: the running task, a fiber (asserted above).
+    unsafe { (*p).suspend() };
+    unreachable!("an exited fiber was resumed")
+}
+
+/// Fibers alive on this thread's hub (0 when it has none).
+pub fn live_fibers() -> usize {
+    Hub::existing().map_or(0, |h| h.tasks.borrow().len())
+}
+
+/// Runs `f` for each live fiber of this thread's hub.
+pub fn for_each_task(mut f: impl FnMut(&Rc<Task>)) {
+    let hub = Hub::get();
+    let tasks: Vec<_> = hub.tasks.borrow().clone();
+    for t in &tasks {
+        f(t);
+    }
+}

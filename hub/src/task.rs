@@ -1,0 +1,281 @@
+//! Tasks: what the hub schedules (a fiber, or the thread's root context),
+//! their life cycle, and the one protocol by which every wait blocks and
+//! ends.
+//!
+//! A wait has three steps. [`Hub::prepare`] marks the running task blocked
+//! and returns a [`Waiter`] that names this very wait by the task's sequence
+//! number; the caller files it wherever the wake-up will come from (an fd
+//! slot, a wait queue, a joiner list, the remote inbox). [`Hub::block`] arms
+//! the deadline's timer, if any, and switches away. [`Hub::wake`] makes the
+//! task runnable again only if the waiter's sequence number is still
+//! current, so a wake-up that lost a race (a timeout against a readiness
+//! event) can never end the task's *next* wait.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Instant;
+
+use crate::{Hub, Interest, CURRENT};
+
+/// The life cycle of a task.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum State {
+    /// In the run queue (or, for the root, about to return from its wait).
+    Runnable,
+    /// Running now.
+    Running,
+    /// Waiting for a wake-up.
+    Blocked,
+    /// The fiber's closure returned.
+    Finished,
+}
+
+/// Why a blocked task was woken.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Wake {
+    /// What it waited for happened (or may have: callers re-check).
+    Ready,
+    /// Its deadline passed first.
+    TimedOut,
+    /// The fd it waited on was closed by another fiber.
+    Closed,
+    /// [`Task::interrupt`] was called (cancellation, signals).
+    Interrupted,
+}
+
+/// What a blocked task waits on, for diagnostics (deadlock and stall reports).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Waiting {
+    /// Not waiting.
+    Nothing,
+    /// A timer.
+    Sleep,
+    /// Readiness of an fd.
+    Fd(std::os::fd::RawFd, Interest),
+    /// A wait queue keyed by this address (mutex, condvar, futex, ...).
+    Park(usize),
+    /// Another fiber to finish.
+    Join(u64),
+    /// Another OS thread (offload pool, remote waker).
+    Remote,
+}
+
+/// A schedulable context: a fiber, or the root context of the thread.
+pub struct Task {
+    pub(crate) fiber: Option<fiber::Fiber>,
+    pub(crate) state: Cell<State>,
+    /// Bumped at every wake-up; stale wake-ups carry an older value.
+    pub(crate) seq: Cell<u64>,
+    pub(crate) reason: Cell<Wake>,
+    pub(crate) waiting: Cell<Waiting>,
+    /// Position in the hub's registry of live fibers.
+    pub(crate) index: Cell<usize>,
+    pub(crate) joiners: RefCell<Vec<Waiter>>,
+    detached: Cell<bool>,
+    /// Set by [`exit_current`](crate::exit_current): the fiber ends at its
+    /// next suspension.
+    pub(crate) exiting: Cell<bool>,
+    /// Opaque per-task word for the layer above (the interposer keeps its
+    /// pthread record here).
+    user: Cell<usize>,
+}
+
+impl Task {
+    pub(crate) fn new(fiber: Option<fiber::Fiber>) -> Task {
+        Task {
+            fiber,
+            state: Cell::new(State::Runnable),
+            seq: Cell::new(0),
+            reason: Cell::new(Wake::Ready),
+            waiting: Cell::new(Waiting::Nothing),
+            index: Cell::new(usize::MAX),
+            joiners: RefCell::new(Vec::new()),
+            detached: Cell::new(false),
+            exiting: Cell::new(false),
+            user: Cell::new(0),
+        }
+    }
+
+    /// Suspends this task's fiber back to whoever resumed it.
+    ///
+    /// # Safety
+    /// `self` is the running task, and not the root (see
+    /// [`fiber::Fiber::suspend`]).
+    #[inline(always)]
+    pub(crate) unsafe fn suspend(&self) {
+        debug_assert!(!self.is_root());
+        // SAFETY: the caller's contract: a running fiber task has a fiber,
+        // and we run on its stack.
+        unsafe { self.fiber.as_ref().unwrap_unchecked().suspend() }
+    }
+
+    /// Suspends this task's fiber as runnable: it yields.
+    ///
+    /// # Safety
+    /// As for [`Task::suspend`].
+    #[inline(always)]
+    pub(crate) unsafe fn suspend_runnable(&self) {
+        self.state.set(State::Runnable);
+        // SAFETY: the caller's contract.
+        unsafe { self.suspend() }
+    }
+
+    /// The fiber id, or 0 for the root context.
+    pub fn id(&self) -> u64 {
+        self.fiber.as_ref().map_or(0, |f| f.id())
+    }
+
+    /// The fiber's name (None for unnamed fibers and the root).
+    pub fn name(&self) -> Option<&str> {
+        self.fiber.as_ref().and_then(|f| f.name())
+    }
+
+    /// The fiber itself (None for the root).
+    pub fn fiber(&self) -> Option<&fiber::Fiber> {
+        self.fiber.as_ref()
+    }
+
+    /// Whether this is the thread's root context.
+    pub fn is_root(&self) -> bool {
+        self.fiber.is_none()
+    }
+
+    /// Current state.
+    pub fn state(&self) -> State {
+        self.state.get()
+    }
+
+    /// Whether the fiber has finished.
+    pub fn is_finished(&self) -> bool {
+        self.state.get() == State::Finished
+    }
+
+    /// What the task is blocked on.
+    pub fn waiting(&self) -> Waiting {
+        self.waiting.get()
+    }
+
+    /// Marks the task detached: nobody will join it.
+    pub fn set_detached(&self) {
+        self.detached.set(true);
+    }
+
+    /// Whether [`Task::set_detached`] was called.
+    pub fn is_detached(&self) -> bool {
+        self.detached.get()
+    }
+
+    /// The opaque word kept for the layer above.
+    pub fn user(&self) -> usize {
+        self.user.get()
+    }
+
+    /// Sets the opaque word.
+    pub fn set_user(&self, v: usize) {
+        self.user.set(v)
+    }
+
+    /// Wakes the task with [`Wake::Interrupted`] if it is blocked on anything
+    /// but another OS thread (an offload must run to completion because it
+    /// borrows the caller's memory). Returns whether it was woken.
+    pub fn interrupt(self: &Rc<Task>) -> bool {
+        if self.state.get() != State::Blocked || self.waiting.get() == Waiting::Remote {
+            return false;
+        }
+        let w = Waiter {
+            task: self.clone(),
+            seq: self.seq.get(),
+        };
+        Hub::get().wake(&w, Wake::Interrupted)
+    }
+}
+
+/// A registration to wake `task` if it is still in the wait that `seq` names.
+#[derive(Clone)]
+pub(crate) struct Waiter {
+    pub(crate) task: Rc<Task>,
+    pub(crate) seq: u64,
+}
+
+impl Hub {
+    /// Puts the current task into the blocked state and returns its waiter.
+    #[inline]
+    pub(crate) fn prepare(&self, cur: &Rc<Task>, what: Waiting) -> Waiter {
+        cur.state.set(State::Blocked);
+        cur.waiting.set(what);
+        Waiter {
+            task: cur.clone(),
+            seq: cur.seq.get(),
+        }
+    }
+
+    /// Blocks the current task (already `prepare`d) until woken; with a
+    /// deadline, a timer wakes it with `TimedOut`.
+    pub(crate) fn block(&self, cur: &Rc<Task>, deadline: Option<Instant>) -> Wake {
+        let timer = deadline.map(|d| self.arm_timer(cur, d));
+        if cur.is_root() {
+            self.run_root(cur);
+        } else {
+            // SAFETY: `cur` is the running task, and a fiber.
+            unsafe { cur.suspend() };
+        }
+        let reason = cur.reason.get();
+        if let Some(k) = timer {
+            if reason != Wake::TimedOut {
+                self.disarm_timer(k);
+            }
+        }
+        cur.waiting.set(Waiting::Nothing);
+        reason
+    }
+
+    /// Makes `w.task` runnable if it is still in the wait `w` names.
+    pub(crate) fn wake(&self, w: &Waiter, reason: Wake) -> bool {
+        let t = &w.task;
+        if t.seq.get() != w.seq || t.state.get() != State::Blocked {
+            return false;
+        }
+        t.seq.set(w.seq + 1);
+        t.reason.set(reason);
+        t.state.set(State::Runnable);
+        if !t.is_root() {
+            self.runq.push_back(t.clone());
+        }
+        true
+    }
+}
+
+/// The task running now (the root context when not in a fiber).
+pub fn current() -> Rc<Task> {
+    Hub::get().current()
+}
+
+/// The running fiber's opaque user word (see [`Task::set_user`]), read
+/// without touching reference counts (usable from a signal handler).
+pub fn current_user() -> Option<usize> {
+    let p = CURRENT.with(|c| c.get());
+    // SAFETY: CURRENT points at the running task, alive while it runs.
+    unsafe { p.as_ref() }.map(|t| t.user.get())
+}
+
+/// Runs `f` with the fiber running on this thread, if any (the root
+/// context has none).
+pub fn with_current_fiber<R>(f: impl FnOnce(Option<&fiber::Fiber>) -> R) -> R {
+    // SAFETY: non-null CURRENT points at the running task, which the run
+    // loop keeps alive while it runs; `f` runs within that time (should it
+    // switch, it does so on this fiber's own stack, which the fiber outlives).
+    f(unsafe { CURRENT.with(|c| c.get()).as_ref() }.and_then(|t| t.fiber.as_ref()))
+}
+
+/// The fiber running on this thread, or null: the overflow handler's hook
+/// (see [`fiber::set_running_hook`]). Reads one thread-local pointer, so it
+/// is async-signal-safe.
+pub(crate) fn running_fiber() -> *const fiber::Fiber {
+    with_current_fiber(|f| f.map_or(std::ptr::null(), |f| f as *const fiber::Fiber))
+}
+
+/// Whether the caller runs inside a fiber.
+#[inline]
+pub fn in_fiber() -> bool {
+    !CURRENT.with(|c| c.get()).is_null()
+}
