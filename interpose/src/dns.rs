@@ -37,42 +37,49 @@ use std::time::{Duration, Instant};
 use libc::{addrinfo, c_char, c_int, c_void, hostent, size_t, sockaddr, socklen_t};
 
 use crate::errno;
-
-mod next {
-    use libc::{addrinfo, c_char, c_int, c_void, hostent, size_t, sockaddr, socklen_t};
-    crate::real::real! {
-        fn getaddrinfo(node: *const c_char, service: *const c_char, hints: *const addrinfo, res: *mut *mut addrinfo) -> c_int;
-        fn getnameinfo(sa: *const sockaddr, salen: socklen_t, host: *mut c_char, hostlen: socklen_t, serv: *mut c_char, servlen: socklen_t, flags: c_int) -> c_int;
-        fn gethostbyname(name: *const c_char) -> *mut hostent;
-        fn gethostbyname2(name: *const c_char, af: c_int) -> *mut hostent;
-        fn gethostbyaddr(addr: *const c_void, len: socklen_t, ty: c_int) -> *mut hostent;
-        fn gethostbyname_r(name: *const c_char, ret: *mut hostent, buf: *mut c_char, buflen: size_t, result: *mut *mut hostent, h_errnop: *mut c_int) -> c_int;
-        fn gethostbyname2_r(name: *const c_char, af: c_int, ret: *mut hostent, buf: *mut c_char, buflen: size_t, result: *mut *mut hostent, h_errnop: *mut c_int) -> c_int;
-        fn gethostbyaddr_r(addr: *const c_void, len: socklen_t, ty: c_int, ret: *mut hostent, buf: *mut c_char, buflen: size_t, result: *mut *mut hostent, h_errnop: *mut c_int) -> c_int;
-    }
-}
+use crate::gate::cooperative;
+use crate::hook::hook;
+use crate::AssertSend;
 
 extern "C" {
     /// glibc's per-thread `h_errno` (not in the `libc` crate).
     fn __h_errno_location() -> *mut c_int;
 }
 
-use crate::gate::cooperative;
+/// Whether a lookup reports through `h_errno` as well as its return value
+/// and `errno` (the `gethostby*` family).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reports {
+    /// Return value and `errno`.
+    Errno,
+    /// Return value, `errno` and `h_errno`.
+    HErrno,
+}
 
-use crate::offload;
-
-/// [`offload`] for the `gethostby*` family: `h_errno` comes back too.
-fn offload_h<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+/// Runs `lookup`, the real function, on the offload pool while the fiber
+/// waits, and carries back what it reports (set on this thread last).
+fn offloaded<R: Send, F: FnOnce() -> R>(reports: Reports, lookup: AssertSend<F>) -> R {
     let (r, h, e) = hub::offload(move || {
-        let r = f();
+        let r = lookup.call();
         // SAFETY: the worker's own h_errno, read on the worker.
-        let h = unsafe { *__h_errno_location() };
+        let h = (reports == Reports::HErrno).then(|| unsafe { *__h_errno_location() });
         (r, h, errno::get())
     });
-    // SAFETY: this thread's h_errno.
-    unsafe { *__h_errno_location() = h };
+    if let Some(h) = h {
+        // SAFETY: this thread's h_errno.
+        unsafe { *__h_errno_location() = h };
+    }
     errno::set(e);
     r
+}
+
+/// [`offloaded`] for a non-reentrant `gethostby*` call, whose result points
+/// into glibc's static buffers: serialised among fibers (see the module
+/// docs).
+fn offloaded_static(lookup: AssertSend<impl FnOnce() -> *mut hostent>) -> *mut hostent {
+    let _lock = StaticLock::acquire();
+    // The pointer crosses back as an address: it is glibc's, process-wide.
+    offloaded(Reports::HErrno, AssertSend(move || lookup.call() as usize)) as *mut hostent
 }
 
 /// Held while a non-reentrant lookup fills glibc's static result buffers.
@@ -102,185 +109,102 @@ impl Drop for StaticLock {
     }
 }
 
-/// `getaddrinfo(3)`: on the offload pool.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_getaddrinfo")]
-pub unsafe extern "C" fn getaddrinfo(
-    node: *const c_char,
-    service: *const c_char,
-    hints: *const addrinfo,
-    res: *mut *mut addrinfo,
-) -> c_int {
-    crate::real::guard("getaddrinfo", || {
-        if !cooperative() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::getaddrinfo(node, service, hints, res) };
-        }
-        // SAFETY: forwarded unchanged; the caller's pointers stay valid
-        // until offload returns, after this closure has finished.
-        let op = crate::AssertSend(|| unsafe { next::getaddrinfo(node, service, hints, res) });
-        offload(move || op.call())
-    })
-}
+// Every lookup goes unchanged to the real function on the pool: the
+// caller's pointers (names, hints, result and h_errno pointers, buffers)
+// stay valid because `hub::offload` does not return before the call has
+// finished.
+hook! {
+    /// `getaddrinfo(3)`.
+    #[gate(cooperative())]
+    [dns] fn getaddrinfo(node: *const c_char, service: *const c_char, hints: *const addrinfo, res: *mut *mut addrinfo) -> c_int {
+        // SAFETY: forwarded unchanged, on a worker; the caller waits.
+        offloaded(Reports::Errno, AssertSend(|| unsafe { getaddrinfo::real(node, service, hints, res) }))
+    }
 
-/// `getnameinfo(3)`: on the offload pool.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_getnameinfo")]
-pub unsafe extern "C" fn getnameinfo(
-    sa: *const sockaddr,
-    salen: socklen_t,
-    host: *mut c_char,
-    hostlen: socklen_t,
-    serv: *mut c_char,
-    servlen: socklen_t,
-    flags: c_int,
-) -> c_int {
-    crate::real::guard("getnameinfo", || {
-        if !cooperative() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::getnameinfo(sa, salen, host, hostlen, serv, servlen, flags) };
-        }
-        // SAFETY: forwarded unchanged; the caller's buffers outlive the
-        // offload.
-        let op = crate::AssertSend(|| unsafe { next::getnameinfo(sa, salen, host, hostlen, serv, servlen, flags) });
-        offload(move || op.call())
-    })
-}
+    /// `getnameinfo(3)`.
+    #[gate(cooperative())]
+    [dns] fn getnameinfo(
+        sa: *const sockaddr,
+        salen: socklen_t,
+        host: *mut c_char,
+        hostlen: socklen_t,
+        serv: *mut c_char,
+        servlen: socklen_t,
+        flags: c_int,
+    ) -> c_int {
+        // SAFETY: forwarded unchanged, on a worker; the caller waits.
+        let lookup = AssertSend(|| unsafe { getnameinfo::real(sa, salen, host, hostlen, serv, servlen, flags) });
+        offloaded(Reports::Errno, lookup)
+    }
 
-/// `gethostbyname(3)`: on the offload pool, serialised among fibers (see
-/// the module docs).
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_gethostbyname")]
-pub unsafe extern "C" fn gethostbyname(name: *const c_char) -> *mut hostent {
-    crate::real::guard("gethostbyname", || {
-        if !cooperative() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::gethostbyname(name) };
-        }
-        let _lock = StaticLock::acquire();
-        let name = name as usize;
-        // SAFETY: forwarded unchanged; the name outlives the offload.
-        let r = offload_h(move || unsafe { next::gethostbyname(name as *const c_char) } as usize);
-        r as *mut hostent
-    })
-}
+    /// `gethostbyname(3)`.
+    #[gate(cooperative())]
+    [dns] fn gethostbyname(name: *const c_char) -> *mut hostent {
+        // SAFETY: forwarded unchanged, on a worker; the caller waits.
+        offloaded_static(AssertSend(|| unsafe { gethostbyname::real(name) }))
+    }
 
-/// `gethostbyname2(3)`: like [`gethostbyname`].
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_gethostbyname2")]
-pub unsafe extern "C" fn gethostbyname2(name: *const c_char, af: c_int) -> *mut hostent {
-    crate::real::guard("gethostbyname2", || {
-        if !cooperative() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::gethostbyname2(name, af) };
-        }
-        let _lock = StaticLock::acquire();
-        let name = name as usize;
-        // SAFETY: forwarded unchanged; the name outlives the offload.
-        let r = offload_h(move || unsafe { next::gethostbyname2(name as *const c_char, af) } as usize);
-        r as *mut hostent
-    })
-}
+    /// `gethostbyname2(3)`.
+    #[gate(cooperative())]
+    [dns] fn gethostbyname2(name: *const c_char, af: c_int) -> *mut hostent {
+        // SAFETY: forwarded unchanged, on a worker; the caller waits.
+        offloaded_static(AssertSend(|| unsafe { gethostbyname2::real(name, af) }))
+    }
 
-/// `gethostbyaddr(3)`: like [`gethostbyname`].
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_gethostbyaddr")]
-pub unsafe extern "C" fn gethostbyaddr(addr: *const c_void, len: socklen_t, ty: c_int) -> *mut hostent {
-    crate::real::guard("gethostbyaddr", || {
-        if !cooperative() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::gethostbyaddr(addr, len, ty) };
-        }
-        let _lock = StaticLock::acquire();
-        let addr = addr as usize;
-        // SAFETY: forwarded unchanged; the address outlives the offload.
-        let r = offload_h(move || unsafe { next::gethostbyaddr(addr as *const c_void, len, ty) } as usize);
-        r as *mut hostent
-    })
-}
+    /// `gethostbyaddr(3)`.
+    #[gate(cooperative())]
+    [dns] fn gethostbyaddr(addr: *const c_void, len: socklen_t, ty: c_int) -> *mut hostent {
+        // SAFETY: forwarded unchanged, on a worker; the caller waits.
+        offloaded_static(AssertSend(|| unsafe { gethostbyaddr::real(addr, len, ty) }))
+    }
 
-/// `gethostbyname_r(3)`: on the offload pool; results go straight into the
-/// caller's buffers.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_gethostbyname_r")]
-pub unsafe extern "C" fn gethostbyname_r(
-    name: *const c_char,
-    ret: *mut hostent,
-    buf: *mut c_char,
-    buflen: size_t,
-    result: *mut *mut hostent,
-    h_errnop: *mut c_int,
-) -> c_int {
-    crate::real::guard("gethostbyname_r", || {
-        if !cooperative() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::gethostbyname_r(name, ret, buf, buflen, result, h_errnop) };
-        }
-        // SAFETY: forwarded unchanged; the caller's buffers outlive the
-        // offload (it does not return before the call has finished).
-        let op = crate::AssertSend(|| unsafe { next::gethostbyname_r(name, ret, buf, buflen, result, h_errnop) });
-        offload_h(move || op.call())
-    })
-}
+    /// `gethostbyname_r(3)`: the results go straight into the caller's
+    /// buffers.
+    #[gate(cooperative())]
+    [dns] fn gethostbyname_r(
+        name: *const c_char,
+        ret: *mut hostent,
+        buf: *mut c_char,
+        buflen: size_t,
+        result: *mut *mut hostent,
+        h_errnop: *mut c_int,
+    ) -> c_int {
+        // SAFETY: forwarded unchanged, on a worker; the caller waits.
+        let lookup = AssertSend(|| unsafe { gethostbyname_r::real(name, ret, buf, buflen, result, h_errnop) });
+        offloaded(Reports::HErrno, lookup)
+    }
 
-/// `gethostbyname2_r(3)`: like [`gethostbyname_r`].
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_gethostbyname2_r")]
-pub unsafe extern "C" fn gethostbyname2_r(
-    name: *const c_char,
-    af: c_int,
-    ret: *mut hostent,
-    buf: *mut c_char,
-    buflen: size_t,
-    result: *mut *mut hostent,
-    h_errnop: *mut c_int,
-) -> c_int {
-    crate::real::guard("gethostbyname2_r", || {
-        if !cooperative() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::gethostbyname2_r(name, af, ret, buf, buflen, result, h_errnop) };
-        }
-        // SAFETY: forwarded unchanged; the caller's buffers outlive the
-        // offload (it does not return before the call has finished).
-        let op = crate::AssertSend(|| unsafe { next::gethostbyname2_r(name, af, ret, buf, buflen, result, h_errnop) });
-        offload_h(move || op.call())
-    })
-}
+    /// `gethostbyname2_r(3)`: like `gethostbyname_r`.
+    #[gate(cooperative())]
+    [dns] fn gethostbyname2_r(
+        name: *const c_char,
+        af: c_int,
+        ret: *mut hostent,
+        buf: *mut c_char,
+        buflen: size_t,
+        result: *mut *mut hostent,
+        h_errnop: *mut c_int,
+    ) -> c_int {
+        // SAFETY: forwarded unchanged, on a worker; the caller waits.
+        let lookup = AssertSend(|| unsafe { gethostbyname2_r::real(name, af, ret, buf, buflen, result, h_errnop) });
+        offloaded(Reports::HErrno, lookup)
+    }
 
-/// `gethostbyaddr_r(3)`: like [`gethostbyname_r`].
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_gethostbyaddr_r")]
-pub unsafe extern "C" fn gethostbyaddr_r(
-    addr: *const c_void,
-    len: socklen_t,
-    ty: c_int,
-    ret: *mut hostent,
-    buf: *mut c_char,
-    buflen: size_t,
-    result: *mut *mut hostent,
-    h_errnop: *mut c_int,
-) -> c_int {
-    crate::real::guard("gethostbyaddr_r", || {
-        if !cooperative() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::gethostbyaddr_r(addr, len, ty, ret, buf, buflen, result, h_errnop) };
-        }
-        // SAFETY: forwarded unchanged; the caller's buffers outlive the
-        // offload (it does not return before the call has finished).
-        let op =
-            crate::AssertSend(|| unsafe { next::gethostbyaddr_r(addr, len, ty, ret, buf, buflen, result, h_errnop) });
-        offload_h(move || op.call())
-    })
-}
-
-// Entries of the interpose table (see `real::interpose!`).
-crate::real::interpose! {
-    getaddrinfo,
-    getnameinfo,
-    gethostbyname,
-    gethostbyname2,
-    gethostbyaddr,
-    gethostbyname_r,
-    gethostbyname2_r,
-    gethostbyaddr_r,
+    /// `gethostbyaddr_r(3)`: like `gethostbyname_r`.
+    #[gate(cooperative())]
+    [dns] fn gethostbyaddr_r(
+        addr: *const c_void,
+        len: socklen_t,
+        ty: c_int,
+        ret: *mut hostent,
+        buf: *mut c_char,
+        buflen: size_t,
+        result: *mut *mut hostent,
+        h_errnop: *mut c_int,
+    ) -> c_int {
+        // SAFETY: forwarded unchanged, on a worker; the caller waits.
+        let lookup =
+            AssertSend(|| unsafe { gethostbyaddr_r::real(addr, len, ty, ret, buf, buflen, result, h_errnop) });
+        offloaded(Reports::HErrno, lookup)
+    }
 }

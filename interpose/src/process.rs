@@ -60,20 +60,9 @@ use std::time::Duration;
 use libc::{c_char, c_int, c_void, idtype_t, pid_t, rusage, siginfo_t};
 
 use crate::errno;
-
-mod next {
-    use libc::{c_char, c_int, c_void, id_t, idtype_t, pid_t, rusage, siginfo_t};
-    crate::real::real! {
-        fn waitpid(pid: pid_t, status: *mut c_int, options: c_int) -> pid_t;
-        fn wait4(pid: pid_t, status: *mut c_int, options: c_int, ru: *mut rusage) -> pid_t;
-        fn waitid(idtype: idtype_t, id: id_t, info: *mut siginfo_t, options: c_int) -> c_int;
-        fn system(cmd: *const c_char) -> c_int;
-        fn pclose(f: *mut c_void) -> c_int;
-        fn fork() -> pid_t;
-        fn posix_spawn(pid: *mut pid_t, path: *const c_char, fa: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *mut c_char, envp: *const *mut c_char) -> c_int;
-        fn posix_spawnp(pid: *mut pid_t, file: *const c_char, fa: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *mut c_char, envp: *const *mut c_char) -> c_int;
-    }
-}
+use crate::gate::{can_yield, cooperative, patched};
+use crate::hook::hook;
+use crate::offload;
 
 extern "C" {
     fn fileno(f: *mut c_void) -> c_int;
@@ -81,10 +70,6 @@ extern "C" {
 
 /// `P_PIDFD` (Linux 5.4): `id` is a pidfd.
 const P_PIDFD: idtype_t = 3;
-
-use crate::gate::cooperative;
-
-use crate::offload;
 
 /// A pidfd for `pid`, or None (no such process, or an old kernel).
 fn pidfd_open(pid: pid_t) -> Option<c_int> {
@@ -160,76 +145,85 @@ fn pidfd_fits(options: c_int) -> bool {
     options & (libc::WUNTRACED | libc::WCONTINUED) == 0
 }
 
-/// `waitpid(2)`: waits on the hub, not in the kernel.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_waitpid")]
-pub unsafe extern "C" fn waitpid(pid: pid_t, status: *mut c_int, options: c_int) -> pid_t {
-    crate::real::guard("waitpid", || {
-        if !cooperative() || options & libc::WNOHANG != 0 {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::waitpid(pid, status, options) };
-        }
-        let pidfd = if pid > 0 && pidfd_fits(options) {
-            pidfd_open(pid)
-        } else {
-            None
-        };
-        wait_loop(pidfd, true, || {
-            // SAFETY: the caller's arguments, plus WNOHANG.
-            let r = unsafe { next::waitpid(pid, status, options | libc::WNOHANG) };
-            (r != 0).then_some(r)
-        })
+/// The gate of the waits: a cooperative context, and the caller did not
+/// ask for `WNOHANG` (which never waits).
+fn cooperative_wait(options: c_int) -> bool {
+    cooperative() && options & libc::WNOHANG == 0
+}
+
+/// The `waitpid` family's wait for `pid` with `options`: `try_once` is the
+/// real call with `WNOHANG` added (0: nothing to report yet).
+fn wait_child(pid: pid_t, options: c_int, mut try_once: impl FnMut() -> pid_t) -> pid_t {
+    let pidfd = if pid > 0 && pidfd_fits(options) {
+        pidfd_open(pid)
+    } else {
+        None
+    };
+    wait_loop(pidfd, true, || {
+        let r = try_once();
+        (r != 0).then_some(r)
     })
 }
 
-/// `wait(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_wait")]
-pub unsafe extern "C" fn wait(status: *mut c_int) -> pid_t {
-    // SAFETY: same contract.
-    unsafe { waitpid(-1, status, 0) }
-}
-
-/// `wait4(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_wait4")]
-pub unsafe extern "C" fn wait4(pid: pid_t, status: *mut c_int, options: c_int, ru: *mut rusage) -> pid_t {
-    crate::real::guard("wait4", || {
-        if !cooperative() || options & libc::WNOHANG != 0 {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::wait4(pid, status, options, ru) };
+/// `fork` and its stand-ins: in the child, the calling context becomes the
+/// hub's only one.
+fn forked() -> pid_t {
+    // SAFETY: forwarded unchanged.
+    let pid = unsafe { fork::real() };
+    if pid == 0 && patched() {
+        let e = errno::get();
+        if hub::has_hub() {
+            hub::reset_after_fork();
+            crate::signal::after_fork_child();
         }
-        let pidfd = if pid > 0 && pidfd_fits(options) {
-            pidfd_open(pid)
-        } else {
-            None
-        };
-        wait_loop(pidfd, true, || {
-            // SAFETY: the caller's arguments, plus WNOHANG.
-            let r = unsafe { next::wait4(pid, status, options | libc::WNOHANG, ru) };
-            (r != 0).then_some(r)
-        })
-    })
+        crate::fd::private_pipes_after_fork();
+        errno::set(e);
+    }
+    pid
 }
 
-/// `wait3(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_wait3")]
-pub unsafe extern "C" fn wait3(status: *mut c_int, options: c_int, ru: *mut rusage) -> pid_t {
-    // SAFETY: same contract.
-    unsafe { wait4(-1, status, options, ru) }
+/// The spawn hooks' body: `spawn` runs with the caller's inheritable pipes
+/// swapped for blocking descriptions.
+fn spawned(spawn: impl FnOnce() -> c_int) -> c_int {
+    let pipes = crate::fd::blocking_pipes_for_spawn();
+    let r = spawn();
+    pipes.restore();
+    r
 }
 
-/// `waitid(2)`: with `WNOHANG` the kernel leaves `si_pid` 0 when no child
-/// is ready; we zero it before each try to tell.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_waitid")]
-pub unsafe extern "C" fn waitid(idtype: idtype_t, id: libc::id_t, info: *mut siginfo_t, options: c_int) -> c_int {
-    crate::real::guard("waitid", || {
-        if !cooperative() || options & libc::WNOHANG != 0 || info.is_null() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::waitid(idtype, id, info, options) };
-        }
+hook! {
+    /// `waitpid(2)`: waits on the hub, not in the kernel.
+    #[gate(cooperative_wait(options))]
+    [process] fn waitpid(pid: pid_t, status: *mut c_int, options: c_int) -> pid_t {
+        // SAFETY: the caller's arguments, plus WNOHANG.
+        wait_child(pid, options, || unsafe { waitpid::real(pid, status, options | libc::WNOHANG) })
+    }
+
+    /// `wait(2)`: `waitpid` for any child.
+    #[gate(cooperative())]
+    [process] fn wait(status: *mut c_int) -> pid_t {
+        // SAFETY: the caller's status pointer, for any child, WNOHANG.
+        wait_child(-1, 0, || unsafe { waitpid::real(-1, status, libc::WNOHANG) })
+    }
+
+    /// `wait4(2)`.
+    #[gate(cooperative_wait(options))]
+    [process] fn wait4(pid: pid_t, status: *mut c_int, options: c_int, ru: *mut rusage) -> pid_t {
+        // SAFETY: the caller's arguments, plus WNOHANG.
+        wait_child(pid, options, || unsafe { wait4::real(pid, status, options | libc::WNOHANG, ru) })
+    }
+
+    /// `wait3(2)`: `wait4` for any child.
+    #[gate(cooperative_wait(options))]
+    [process] fn wait3(status: *mut c_int, options: c_int, ru: *mut rusage) -> pid_t {
+        // SAFETY: the caller's arguments, for any child, plus WNOHANG.
+        wait_child(-1, options, || unsafe { wait4::real(-1, status, options | libc::WNOHANG, ru) })
+    }
+
+    /// `waitid(2)`: with `WNOHANG` the kernel leaves `si_pid` 0 when no child
+    /// is ready; we zero it before each try to tell.
+    #[gate(cooperative_wait(options) && !info.is_null())]
+    [process] fn waitid(idtype: idtype_t, id: libc::id_t, info: *mut siginfo_t, options: c_int) -> c_int {
         let exits_only = options & (libc::WSTOPPED | libc::WCONTINUED) == 0;
         let (pidfd, owned) = match idtype {
             libc::P_PID if exits_only => (pidfd_open(id as pid_t), true),
@@ -242,24 +236,17 @@ pub unsafe extern "C" fn waitid(idtype: idtype_t, id: libc::id_t, info: *mut sig
             // does for a WNOHANG call that finds nothing.
             unsafe { std::ptr::write_bytes(info, 0, 1) };
             // SAFETY: the caller's arguments, plus WNOHANG.
-            let r = unsafe { next::waitid(idtype, id, info, options | libc::WNOHANG) };
+            let r = unsafe { waitid::real(idtype, id, info, options | libc::WNOHANG) };
             // SAFETY: written by the kernel (or zeroed above).
             let found = r != 0 || unsafe { (*info).si_pid() } != 0;
             found.then_some(r)
         })
-    })
-}
+    }
 
-/// `system(3)`: on the offload pool (see the module docs for the signal
-/// consequences).
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_system")]
-pub unsafe extern "C" fn system(cmd: *const c_char) -> c_int {
-    crate::real::guard("system", || {
-        if !cooperative() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::system(cmd) };
-        }
+    /// `system(3)`: on the offload pool (see the module docs for the signal
+    /// consequences).
+    #[gate(cooperative())]
+    [process] fn system(cmd: *const c_char) -> c_int {
         crate::cancel_point();
         let cmd = cmd as usize;
         let mask = crate::signal::current_mask();
@@ -273,140 +260,76 @@ pub unsafe extern "C" fn system(cmd: *const c_char) -> c_int {
             unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &mask, &mut saved) };
             // SAFETY: the caller's string stays valid: offload does not
             // return before the call has finished.
-            let r = unsafe { next::system(cmd as *const c_char) };
+            let r = unsafe { system::real(cmd as *const c_char) };
             let e = errno::get();
             // SAFETY: restores the worker's mask.
             unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &saved, std::ptr::null_mut()) };
             errno::set(e);
             r
         })
-    })
-}
+    }
 
-/// `pclose(3)`: forgets the pipe's registration, then waits for the child on
-/// the offload pool.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_pclose")]
-pub unsafe extern "C" fn pclose(f: *mut c_void) -> c_int {
-    crate::real::guard("pclose", || {
-        if !crate::gate::patched() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::pclose(f) };
-        }
+    /// `pclose(3)`: forgets the pipe's registration, then waits for the child on
+    /// the offload pool.
+    #[gate(patched())]
+    [process] fn pclose(f: *mut c_void) -> c_int {
         if !f.is_null() {
             // SAFETY: the caller's FILE from popen.
             let fd = unsafe { fileno(f) };
             hub::forget_fd(fd);
         }
-        if !crate::gate::can_yield() {
+        if !can_yield() {
             // SAFETY: forwarded unchanged.
-            return unsafe { next::pclose(f) };
+            return unsafe { pclose::real(f) };
         }
         let f = f as usize;
         // SAFETY: the FILE is the caller's and nobody else uses it now.
-        offload(move || unsafe { next::pclose(f as *mut c_void) })
-    })
-}
+        offload(move || unsafe { pclose::real(f as *mut c_void) })
+    }
 
-/// `fork(2)`: in the child, the calling context becomes the hub's only one.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_fork")]
-pub unsafe extern "C" fn fork() -> pid_t {
-    crate::real::guard("fork", || {
+    /// `fork(2)`.
+    [process] fn fork() -> pid_t {
+        forked()
+    }
+
+    /// `vfork(2)`, implemented as [`fork()`]: a hook is a function the child
+    /// would return from, which a real `vfork` child must never do.
+    [process] fn vfork() -> pid_t {
+        forked()
+    }
+
+    /// `__vfork`, glibc's alias of `vfork`: [`fork()`] too.
+    [process] fn __vfork() -> pid_t {
+        forked()
+    }
+
+    /// `posix_spawn(3)`: passes through, except that a pipe the child would
+    /// inherit non-blocking underneath is given to it blocking (see
+    /// [`crate::fd::blocking_pipes_for_spawn`]).
+    #[gate(patched())]
+    [process] fn posix_spawn(
+        pid: *mut pid_t,
+        path: *const c_char,
+        fa: *const libc::posix_spawn_file_actions_t,
+        attr: *const libc::posix_spawnattr_t,
+        argv: *const *mut c_char,
+        envp: *const *mut c_char,
+    ) -> c_int {
         // SAFETY: forwarded unchanged.
-        let pid = unsafe { next::fork() };
-        if pid == 0 && crate::gate::patched() {
-            let e = errno::get();
-            if hub::has_hub() {
-                hub::reset_after_fork();
-                crate::signal::after_fork_child();
-            }
-            crate::fd::private_pipes_after_fork();
-            errno::set(e);
-        }
-        pid
-    })
-}
+        spawned(|| unsafe { posix_spawn::real(pid, path, fa, attr, argv, envp) })
+    }
 
-/// `vfork(2)`, implemented as [`fork`]: a hook is a function the child
-/// would return from, which a real `vfork` child must never do.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_vfork")]
-pub unsafe extern "C" fn vfork() -> pid_t {
-    // SAFETY: same contract as fork (stricter for the caller).
-    unsafe { fork() }
-}
-
-/// `posix_spawn(3)`: passes through, except that a pipe the child would
-/// inherit non-blocking underneath is given to it blocking (see
-/// [`crate::fd::blocking_pipes_for_spawn`]).
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_posix_spawn")]
-pub unsafe extern "C" fn posix_spawn(
-    pid: *mut pid_t,
-    path: *const c_char,
-    fa: *const libc::posix_spawn_file_actions_t,
-    attr: *const libc::posix_spawnattr_t,
-    argv: *const *mut c_char,
-    envp: *const *mut c_char,
-) -> c_int {
-    // SAFETY: forwarded unchanged.
-    spawned("posix_spawn", || unsafe {
-        next::posix_spawn(pid, path, fa, attr, argv, envp)
-    })
-}
-
-/// `posix_spawnp(3)`: like [`posix_spawn`].
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_posix_spawnp")]
-pub unsafe extern "C" fn posix_spawnp(
-    pid: *mut pid_t,
-    file: *const c_char,
-    fa: *const libc::posix_spawn_file_actions_t,
-    attr: *const libc::posix_spawnattr_t,
-    argv: *const *mut c_char,
-    envp: *const *mut c_char,
-) -> c_int {
-    // SAFETY: forwarded unchanged.
-    spawned("posix_spawnp", || unsafe {
-        next::posix_spawnp(pid, file, fa, attr, argv, envp)
-    })
-}
-
-/// The spawn hooks' body: `spawn` runs with the caller's inheritable pipes
-/// swapped for blocking descriptions.
-fn spawned(name: &'static str, spawn: impl FnOnce() -> c_int) -> c_int {
-    crate::real::guard(name, || {
-        if !crate::gate::patched() {
-            return spawn();
-        }
-        let pipes = crate::fd::blocking_pipes_for_spawn();
-        let r = spawn();
-        pipes.restore();
-        r
-    })
-}
-
-/// `__vfork`, glibc's alias of `vfork`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook___vfork")]
-pub unsafe extern "C" fn __vfork() -> pid_t {
-    // SAFETY: as vfork.
-    unsafe { fork() }
-}
-
-// Entries of the interpose table (see `real::interpose!`).
-crate::real::interpose! {
-    waitpid,
-    wait,
-    wait4,
-    wait3,
-    waitid,
-    system,
-    pclose,
-    fork,
-    vfork,
-    __vfork,
-    posix_spawn,
-    posix_spawnp,
+    /// `posix_spawnp(3)`: like [`posix_spawn()`].
+    #[gate(patched())]
+    [process] fn posix_spawnp(
+        pid: *mut pid_t,
+        file: *const c_char,
+        fa: *const libc::posix_spawn_file_actions_t,
+        attr: *const libc::posix_spawnattr_t,
+        argv: *const *mut c_char,
+        envp: *const *mut c_char,
+    ) -> c_int {
+        // SAFETY: forwarded unchanged.
+        spawned(|| unsafe { posix_spawnp::real(pid, file, fa, attr, argv, envp) })
+    }
 }
