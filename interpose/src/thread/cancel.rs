@@ -77,6 +77,21 @@ pub(crate) fn act() {
     }
 }
 
+/// The body of `pthread_setcancelstate`/`pthread_setcanceltype`: `flag`
+/// is whether the setting is `on` rather than `off`; the previous value
+/// goes to `old` (when not null). `EINVAL` for a value that is neither.
+fn set(flag: &Cell<bool>, new: c_int, old: *mut c_int, on: c_int, off: c_int) -> c_int {
+    if new != on && new != off {
+        return libc::EINVAL;
+    }
+    if !old.is_null() {
+        // SAFETY: the caller's out pointer.
+        unsafe { *old = if flag.get() { on } else { off } };
+    }
+    flag.set(new == on);
+    0
+}
+
 hook! {
     /// `pthread_cancel`: deferred; interrupts the fiber's current wait.
     [thread] fn pthread_cancel(t: pthread_t) -> c_int {
@@ -105,33 +120,16 @@ hook! {
     }
 
     /// `pthread_testcancel`.
+    #[gate(emulating() && hub::in_fiber())]
     [thread] fn pthread_testcancel() {
-        if emulating() && hub::in_fiber() {
-            crate::cancel_point();
-        } else {
-            // SAFETY: no arguments.
-            unsafe { pthread_testcancel::real() }
-        }
+        crate::cancel_point()
     }
 
     /// `pthread_setcancelstate`.
     [thread] fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int {
         match current_record() {
             Some(rec) if emulating() => {
-                if state != PTHREAD_CANCEL_ENABLE && state != PTHREAD_CANCEL_DISABLE {
-                    return libc::EINVAL;
-                }
-                if !old.is_null() {
-                    let was = if rec.cancel.disabled.get() {
-                        PTHREAD_CANCEL_DISABLE
-                    } else {
-                        PTHREAD_CANCEL_ENABLE
-                    };
-                    // SAFETY: the caller's out pointer.
-                    unsafe { *old = was };
-                }
-                rec.cancel.disabled.set(state == PTHREAD_CANCEL_DISABLE);
-                0
+                set(&rec.cancel.disabled, state, old, PTHREAD_CANCEL_DISABLE, PTHREAD_CANCEL_ENABLE)
             }
             // SAFETY: not one of our fibers: forwarded unchanged.
             _ => unsafe { pthread_setcancelstate::real(state, old) },
@@ -142,20 +140,7 @@ hook! {
     [thread] fn pthread_setcanceltype(ty: c_int, old: *mut c_int) -> c_int {
         match current_record() {
             Some(rec) if emulating() => {
-                if ty != PTHREAD_CANCEL_DEFERRED && ty != PTHREAD_CANCEL_ASYNCHRONOUS {
-                    return libc::EINVAL;
-                }
-                if !old.is_null() {
-                    let was = if rec.cancel.asynchronous.get() {
-                        PTHREAD_CANCEL_ASYNCHRONOUS
-                    } else {
-                        PTHREAD_CANCEL_DEFERRED
-                    };
-                    // SAFETY: the caller's out pointer.
-                    unsafe { *old = was };
-                }
-                rec.cancel.asynchronous.set(ty == PTHREAD_CANCEL_ASYNCHRONOUS);
-                0
+                set(&rec.cancel.asynchronous, ty, old, PTHREAD_CANCEL_ASYNCHRONOUS, PTHREAD_CANCEL_DEFERRED)
             }
             // SAFETY: not one of our fibers: forwarded unchanged.
             _ => unsafe { pthread_setcanceltype::real(ty, old) },
