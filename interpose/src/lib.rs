@@ -148,8 +148,8 @@ pub(crate) mod gate {
 #[inline]
 pub(crate) fn cancel_point() {
     #[cfg(greenhook_linux_hooks)]
-    if thread::cancels_pending() {
-        thread::testcancel()
+    if thread::cancel::any_pending() {
+        thread::cancel::act()
     }
 }
 

@@ -18,10 +18,11 @@
 //!
 //! **Handlers.** `sigaction`/`signal` install a trampoline in front of the
 //! user's handler (same flags plus `SA_SIGINFO`) and report the user's
-//! action back (fault signals such as SIGSEGV are installed unchanged). The trampoline calls the handler at once, and when the
-//! signal arrived while the hub was in its loop (no user code running), it
-//! notes the signal for the hub, which acts on it at the end of the loop
-//! turn (an interrupted `epoll_wait` ends the turn early).
+//! action back (fault signals such as SIGSEGV are installed unchanged). The
+//! trampoline calls the handler at once, and when the signal arrived while
+//! the hub was in its loop (no user code running), it notes the signal for
+//! the hub, which acts on it at the end of the loop turn (an interrupted
+//! `epoll_wait` ends the turn early).
 //!
 //! **Who sees `EINTR`.** The kernel gives a process-directed signal to one
 //! thread, preferring the main thread, and interrupts only that thread's
@@ -57,21 +58,8 @@ use std::time::Instant;
 use libc::{c_int, c_void, sigaction as SigAction, siginfo_t, sigset_t, timespec};
 
 use crate::errno;
-
-mod next {
-    use libc::{c_int, siginfo_t, sigset_t, timespec};
-    type SigAction = libc::sigaction;
-    crate::real::real! {
-        fn sigaction(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int;
-        fn pthread_sigmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int;
-        fn sigprocmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int;
-        fn pause() -> c_int;
-        fn sigsuspend(mask: *const sigset_t) -> c_int;
-        fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int;
-        fn sigwaitinfo(set: *const sigset_t, info: *mut siginfo_t) -> c_int;
-        fn sigtimedwait(set: *const sigset_t, info: *mut siginfo_t, ts: *const timespec) -> c_int;
-    }
-}
+use crate::gate::{can_yield, emulating};
+use crate::hook::hook;
 
 const NSIG: usize = 65;
 /// The flag glibc adds to every action it installs (x86-64 and AArch64).
@@ -199,7 +187,7 @@ unsafe fn install(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_i
     let mut k: SigAction = unsafe { std::mem::zeroed() };
     let (prev_h, prev_f) = (HANDLERS[s].load(Ordering::SeqCst), FLAGS[s].load(Ordering::SeqCst));
     // SAFETY: valid pointers.
-    let r = unsafe { next::sigaction(sig, act_p, &mut k) };
+    let r = unsafe { sigaction::real(sig, act_p, &mut k) };
     if r != 0 {
         return r;
     }
@@ -218,20 +206,6 @@ unsafe fn install(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_i
         unsafe { *old = k };
     }
     0
-}
-
-/// `sigaction(2)`: the user's handler runs behind a trampoline.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_sigaction")]
-pub unsafe extern "C" fn sigaction(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int {
-    crate::real::guard("sigaction", || {
-        if !crate::gate::emulating() || !valid(sig) || bit(sig) & (UNBLOCKABLE | SYNCHRONOUS) != 0 {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::sigaction(sig, act, old) };
-        }
-        // SAFETY: caller's contract.
-        unsafe { install(sig, act, old) }
-    })
 }
 
 /// `signal()` with the given flags, as glibc builds it.
@@ -253,28 +227,29 @@ fn signal_with(sig: c_int, h: libc::sighandler_t, flags: c_int) -> libc::sighand
     old.sa_sigaction
 }
 
-/// `signal(2)` (BSD semantics, like glibc: `SA_RESTART`). glibc's own
-/// `signal` reaches its internal `sigaction`, so it needs this hook.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_signal")]
-pub unsafe extern "C" fn signal(sig: c_int, h: libc::sighandler_t) -> libc::sighandler_t {
-    crate::real::guard("signal", || signal_with(sig, h, libc::SA_RESTART))
-}
+hook! {
+    /// `sigaction(2)`: the user's handler runs behind a trampoline.
+    #[gate(emulating() && valid(sig) && bit(sig) & (UNBLOCKABLE | SYNCHRONOUS) == 0)]
+    [signal] fn sigaction(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int {
+        // SAFETY: caller's contract.
+        unsafe { install(sig, act, old) }
+    }
 
-/// `bsd_signal(3)`: same as `signal`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_bsd_signal")]
-pub unsafe extern "C" fn bsd_signal(sig: c_int, h: libc::sighandler_t) -> libc::sighandler_t {
-    crate::real::guard("bsd_signal", || signal_with(sig, h, libc::SA_RESTART))
-}
+    /// `signal(2)` (BSD semantics, like glibc: `SA_RESTART`). glibc's own
+    /// `signal` reaches its internal `sigaction`, so it needs this hook.
+    [signal] fn signal(sig: c_int, h: libc::sighandler_t) -> libc::sighandler_t {
+        signal_with(sig, h, libc::SA_RESTART)
+    }
 
-/// `sysv_signal(3)`: one-shot, not deferred, not restarting.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_sysv_signal")]
-pub unsafe extern "C" fn sysv_signal(sig: c_int, h: libc::sighandler_t) -> libc::sighandler_t {
-    crate::real::guard("sysv_signal", || {
+    /// `bsd_signal(3)`: same as `signal`.
+    [signal] fn bsd_signal(sig: c_int, h: libc::sighandler_t) -> libc::sighandler_t {
+        signal_with(sig, h, libc::SA_RESTART)
+    }
+
+    /// `sysv_signal(3)`: one-shot, not deferred, not restarting.
+    [signal] fn sysv_signal(sig: c_int, h: libc::sighandler_t) -> libc::sighandler_t {
         signal_with(sig, h, libc::SA_RESETHAND | libc::SA_NODEFER)
-    })
+    }
 }
 
 // ---------- recipients ----------
@@ -360,14 +335,15 @@ fn interrupt_if_due(t: &Rc<hub::Task>, restart: bool) {
     }
 }
 
-/// `pthread_kill(t, sig)` for a fiber `t` of this hub (for `thread.rs`'s
-/// hook): the kernel runs the handler (or the default action) on our one
-/// OS thread at once, and then `t` is treated as the recipient: woken from
-/// `pause`/`sigsuspend`, or interrupted as the handler's flags say. As well
-/// as N:1 allows: the handler runs on the sender's stack, before the target
-/// runs again, even if the target's mask blocks the signal (then the target
-/// is not interrupted); a signal every context blocks stays pending in the
-/// kernel and goes to whoever unblocks it first. Returns an error number.
+/// `pthread_kill(t, sig)` for a fiber `t` of this hub (for the hook in
+/// [`crate::thread`]): the kernel runs the handler (or the default action)
+/// on our one OS thread at once, and then `t` is treated as the recipient:
+/// woken from `pause`/`sigsuspend`, or interrupted as the handler's flags
+/// say. As well as N:1 allows: the handler runs on the sender's stack,
+/// before the target runs again, even if the target's mask blocks the
+/// signal (then the target is not interrupted); a signal every context
+/// blocks stays pending in the kernel and goes to whoever unblocks it
+/// first. Returns an error number.
 pub(crate) fn kill_fiber(t: &Rc<hub::Task>, sig: c_int) -> c_int {
     if !valid(sig) {
         return libc::EINVAL;
@@ -400,7 +376,7 @@ fn root_mask() -> u64 {
             // SAFETY: a zeroed sigset is a valid out buffer.
             let mut cur: sigset_t = unsafe { std::mem::zeroed() };
             // SAFETY: query only.
-            unsafe { next::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut cur) };
+            unsafe { pthread_sigmask::real(libc::SIG_SETMASK, std::ptr::null(), &mut cur) };
             let m = set_to_bits(&cur);
             r.set(Some(m));
             m
@@ -422,7 +398,7 @@ fn apply_real_mask() {
     let mut set: sigset_t = unsafe { std::mem::zeroed() };
     bits_to_set(all, &mut set);
     // SAFETY: a valid set.
-    unsafe { next::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut()) };
+    unsafe { pthread_sigmask::real(libc::SIG_SETMASK, &set, std::ptr::null_mut()) };
 }
 
 /// The calling context's signal mask (virtual when masks are per fiber).
@@ -433,7 +409,7 @@ pub(crate) fn current_mask() -> sigset_t {
         bits_to_set(mask_of(&hub::current()), &mut set);
     } else {
         // SAFETY: query only.
-        unsafe { next::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut set) };
+        unsafe { pthread_sigmask::real(libc::SIG_SETMASK, std::ptr::null(), &mut set) };
     }
     set
 }
@@ -449,7 +425,7 @@ fn set_current_mask(m: u64) {
 }
 
 fn virtual_masks() -> bool {
-    crate::gate::emulating() && (hub::in_fiber() || hub::live_fibers() > 0 || ROOT_MASK.with(|r| r.get().is_some()))
+    emulating() && (can_yield() || ROOT_MASK.with(|r| r.get().is_some()))
 }
 
 /// The shared body of `pthread_sigmask`/`sigprocmask`: an errno value.
@@ -479,33 +455,21 @@ fn change_mask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
     0
 }
 
-/// `pthread_sigmask(3)`: per fiber.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_pthread_sigmask")]
-pub unsafe extern "C" fn pthread_sigmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
-    crate::real::guard("pthread_sigmask", || {
-        if !virtual_masks() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::pthread_sigmask(how, set, old) };
-        }
+hook! {
+    /// `pthread_sigmask(3)`: per fiber.
+    #[gate(virtual_masks())]
+    [signal] fn pthread_sigmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
         change_mask(how, set, old)
-    })
-}
+    }
 
-/// `sigprocmask(2)`: the calling fiber's mask (as in a threaded process).
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_sigprocmask")]
-pub unsafe extern "C" fn sigprocmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
-    crate::real::guard("sigprocmask", || {
-        if !virtual_masks() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::sigprocmask(how, set, old) };
-        }
+    /// `sigprocmask(2)`: the calling fiber's mask (as in a threaded process).
+    #[gate(virtual_masks())]
+    [signal] fn sigprocmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
         match change_mask(how, set, old) {
             0 => 0,
             e => errno::fail(e),
         }
-    })
+    }
 }
 
 // ---------- waits ----------
@@ -519,31 +483,19 @@ fn wait_for_handler(mask: u64) {
     crate::cancel_point();
 }
 
-/// `pause(2)`: suspends only the calling fiber.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_pause")]
-pub unsafe extern "C" fn pause() -> c_int {
-    crate::real::guard("pause", || {
-        if !(crate::gate::emulating() && crate::gate::can_yield()) {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::pause() };
-        }
+hook! {
+    /// `pause(2)`: suspends only the calling fiber.
+    #[gate(emulating() && can_yield())]
+    [signal] fn pause() -> c_int {
         hub::set_poll_hook(on_poll);
         crate::cancel_point();
         wait_for_handler(mask_of(&hub::current()));
         errno::fail(libc::EINTR)
-    })
-}
+    }
 
-/// `sigsuspend(2)`: the fiber's mask is replaced while it waits.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_sigsuspend")]
-pub unsafe extern "C" fn sigsuspend(mask: *const sigset_t) -> c_int {
-    crate::real::guard("sigsuspend", || {
-        if !(crate::gate::emulating() && crate::gate::can_yield()) {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::sigsuspend(mask) };
-        }
+    /// `sigsuspend(2)`: the fiber's mask is replaced while it waits.
+    #[gate(emulating() && can_yield())]
+    [signal] fn sigsuspend(mask: *const sigset_t) -> c_int {
         // SAFETY: caller's contract.
         let Some(m) = (unsafe { mask.as_ref() }) else {
             return errno::fail(libc::EFAULT);
@@ -561,7 +513,7 @@ pub unsafe extern "C" fn sigsuspend(mask: *const sigset_t) -> c_int {
         }
         set_current_mask(saved);
         errno::fail(libc::EINTR)
-    })
+    }
 }
 
 /// A non-blocking signalfd over `set` (raw system call: not a managed fd).
@@ -587,7 +539,7 @@ fn timed_wait(set: *const sigset_t, info: *mut siginfo_t, deadline: Option<Insta
     let mut sfd = None;
     let r = loop {
         // SAFETY: the caller's set and info; a zero timeout never blocks.
-        let r = unsafe { next::sigtimedwait(set, info, &zero) };
+        let r = unsafe { sigtimedwait::real(set, info, &zero) };
         if r > 0 || errno::get() != libc::EAGAIN {
             break Ok(r);
         }
@@ -629,45 +581,26 @@ fn timed_wait(set: *const sigset_t, info: *mut siginfo_t, deadline: Option<Insta
     }
 }
 
-/// `sigtimedwait(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_sigtimedwait")]
-pub unsafe extern "C" fn sigtimedwait(set: *const sigset_t, info: *mut siginfo_t, ts: *const timespec) -> c_int {
-    crate::real::guard("sigtimedwait", || {
-        if !(crate::gate::emulating() && crate::gate::can_yield()) || set.is_null() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::sigtimedwait(set, info, ts) };
-        }
+hook! {
+    /// `sigtimedwait(2)`.
+    #[gate(emulating() && can_yield() && !set.is_null())]
+    [signal] fn sigtimedwait(set: *const sigset_t, info: *mut siginfo_t, ts: *const timespec) -> c_int {
         let deadline = match crate::deadline::relative(ts) {
             Ok(d) => d,
             Err(e) => return errno::fail(e),
         };
         timed_wait(set, info, deadline)
-    })
-}
+    }
 
-/// `sigwaitinfo(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_sigwaitinfo")]
-pub unsafe extern "C" fn sigwaitinfo(set: *const sigset_t, info: *mut siginfo_t) -> c_int {
-    crate::real::guard("sigwaitinfo", || {
-        if !(crate::gate::emulating() && crate::gate::can_yield()) || set.is_null() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::sigwaitinfo(set, info) };
-        }
+    /// `sigwaitinfo(2)`.
+    #[gate(emulating() && can_yield() && !set.is_null())]
+    [signal] fn sigwaitinfo(set: *const sigset_t, info: *mut siginfo_t) -> c_int {
         timed_wait(set, info, None)
-    })
-}
+    }
 
-/// `sigwait(3)`: returns an error number; never fails with EINTR.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_sigwait")]
-pub unsafe extern "C" fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int {
-    crate::real::guard("sigwait", || {
-        if !(crate::gate::emulating() && crate::gate::can_yield()) || set.is_null() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::sigwait(set, sig) };
-        }
+    /// `sigwait(3)`: returns an error number; never fails with EINTR.
+    #[gate(emulating() && can_yield() && !set.is_null())]
+    [signal] fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int {
         let saved = errno::get();
         let r = loop {
             let r = timed_wait(set, std::ptr::null_mut(), None);
@@ -685,7 +618,7 @@ pub unsafe extern "C" fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int
         };
         errno::set(saved);
         r
-    })
+    }
 }
 
 /// In the child of `fork()`: only the calling context is left.
@@ -694,7 +627,7 @@ pub(crate) fn after_fork_child() {
     IDLE.store(0, Ordering::SeqCst);
     WAITERS.with(|w| std::mem::forget(std::mem::take(&mut *w.borrow_mut())));
     INTERRUPTIBLE.with(|v| v.borrow_mut().clear());
-    if crate::gate::emulating() && ROOT_MASK.with(|r| r.get().is_some()) {
+    if emulating() && ROOT_MASK.with(|r| r.get().is_some()) {
         let mine = mask_of(&hub::current());
         let cur = hub::current();
         MASKS.with(|m| m.borrow_mut().retain(|&id, _| id == cur.id()));
@@ -704,19 +637,4 @@ pub(crate) fn after_fork_child() {
         }
         apply_real_mask();
     }
-}
-
-// Entries of the interpose table (see `real::interpose!`).
-crate::real::interpose! {
-    sigaction,
-    signal,
-    bsd_signal,
-    sysv_signal,
-    pthread_sigmask,
-    sigprocmask,
-    pause,
-    sigsuspend,
-    sigtimedwait,
-    sigwaitinfo,
-    sigwait,
 }

@@ -1,0 +1,69 @@
+//! Barriers, emulated in our own words of the caller's
+//! `pthread_barrier_t` (init is ours too): the count, how many have
+//! arrived, and a generation that the last arrival bumps to let the round go.
+
+use std::sync::atomic::Ordering;
+
+use libc::{c_int, c_uint, pthread_barrier_t, pthread_barrierattr_t};
+
+use super::{park, word, Kind};
+use crate::gate::emulating;
+use crate::hook::hook;
+
+const COUNT: usize = 0;
+const ARRIVED: usize = 1;
+const GENERATION: usize = 2;
+
+hook! {
+    /// `pthread_barrier_init` (our own layout when emulating).
+    #[gate(emulating())]
+    [sync] fn pthread_barrier_init(
+        b: *mut pthread_barrier_t,
+        attr: *const pthread_barrierattr_t,
+        count: c_uint,
+    ) -> c_int {
+        if count == 0 || count > i32::MAX as c_uint {
+            return libc::EINVAL;
+        }
+        let a = b as usize;
+        // SAFETY: the caller's barrier (32 bytes).
+        unsafe {
+            word(a, COUNT).store(count as i32, Ordering::Relaxed);
+            word(a, ARRIVED).store(0, Ordering::Relaxed);
+            word(a, GENERATION).store(0, Ordering::Relaxed);
+        }
+        0
+    }
+
+    /// `pthread_barrier_wait`: exactly one waiter per round gets
+    /// `PTHREAD_BARRIER_SERIAL_THREAD`.
+    #[gate(emulating())]
+    [sync] fn pthread_barrier_wait(b: *mut pthread_barrier_t) -> c_int {
+        let a = b as usize;
+        // SAFETY: the caller's barrier.
+        let (count, arrived, gen) = unsafe { (word(a, COUNT), word(a, ARRIVED), word(a, GENERATION)) };
+        let n = arrived.load(Ordering::Relaxed) + 1;
+        if n >= count.load(Ordering::Relaxed) {
+            arrived.store(0, Ordering::Relaxed);
+            gen.fetch_add(1, Ordering::Release);
+            hub::unpark(a, usize::MAX);
+            return libc::PTHREAD_BARRIER_SERIAL_THREAD;
+        }
+        arrived.store(n, Ordering::Relaxed);
+        let g = gen.load(Ordering::Relaxed);
+        while gen.load(Ordering::Acquire) == g {
+            park(Kind::Barrier, a, None, || gen.load(Ordering::Relaxed) == g);
+        }
+        0
+    }
+
+    /// `pthread_barrier_destroy`: EBUSY while fibers wait on it.
+    #[gate(emulating())]
+    [sync] fn pthread_barrier_destroy(b: *mut pthread_barrier_t) -> c_int {
+        // SAFETY: the caller's barrier.
+        if unsafe { word(b as usize, ARRIVED) }.load(Ordering::Relaxed) != 0 {
+            return libc::EBUSY;
+        }
+        0
+    }
+}

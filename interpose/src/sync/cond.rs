@@ -1,0 +1,104 @@
+//! Condition variables, emulated without any state: waiters park on the
+//! condvar's address, a signal wakes one of them and a broadcast all. A
+//! wait is a cancellation point, before and after it.
+
+use std::sync::atomic::Ordering;
+
+use libc::{c_int, clockid_t, pthread_cond_t, pthread_mutex_t, timespec};
+
+use super::{mutex, park, word, Kind, Wait};
+use crate::gate::emulating;
+use crate::hook::hook;
+
+/// The clock chosen with `pthread_condattr_setclock` (bit 1 of `__wrefs`,
+/// at byte 36 in glibc's layout).
+///
+/// # Safety
+/// `c` is a live condvar.
+unsafe fn clock(c: *mut pthread_cond_t) -> clockid_t {
+    // SAFETY: per the contract; word 9 is __wrefs.
+    if unsafe { word(c as usize, 9) }.load(Ordering::Relaxed) & 2 != 0 {
+        libc::CLOCK_MONOTONIC
+    } else {
+        libc::CLOCK_REALTIME
+    }
+}
+
+/// Waits on an emulated condvar; `timeout`: None = forever, Some((clock, ts)).
+///
+/// # Safety
+/// `c` is a live condvar and `m` a live mutex.
+unsafe fn wait(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+    timeout: Option<(clockid_t, *const timespec)>,
+) -> c_int {
+    crate::cancel_point();
+    let deadline = match timeout {
+        None => None,
+        Some((clock, ts)) => match crate::deadline::absolute_bounded(clock, ts) {
+            Ok(d) => d,
+            Err(e) => return e,
+        },
+    };
+    // SAFETY: the caller's mutex.
+    let saved = match unsafe { mutex::release(m, true) } {
+        Ok(n) => n,
+        Err(e) => return e,
+    };
+    let r = park(Kind::Condvar, c as usize, deadline, || true);
+    // SAFETY: the caller's mutex.
+    unsafe { mutex::acquire(m, Wait::Until(None)) };
+    if saved > 1 {
+        // SAFETY: the caller's mutex, which we own again.
+        unsafe { word(m as usize, mutex::COUNT) }.store(saved, Ordering::Relaxed);
+    }
+    crate::cancel_point();
+    if r == hub::Park::TimedOut {
+        libc::ETIMEDOUT
+    } else {
+        0
+    }
+}
+
+hook! {
+    /// `pthread_cond_wait`.
+    #[gate(emulating())]
+    [sync] fn pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t) -> c_int {
+        // SAFETY: the caller's objects.
+        unsafe { wait(c, m, None) }
+    }
+
+    /// `pthread_cond_timedwait`, on the condvar's clock.
+    #[gate(emulating())]
+    [sync] fn pthread_cond_timedwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, t: *const timespec) -> c_int {
+        // SAFETY: the caller's objects.
+        unsafe { wait(c, m, Some((clock(c), t))) }
+    }
+
+    /// `pthread_cond_clockwait`.
+    #[gate(emulating())]
+    [sync] fn pthread_cond_clockwait(
+        c: *mut pthread_cond_t,
+        m: *mut pthread_mutex_t,
+        k: clockid_t,
+        t: *const timespec,
+    ) -> c_int {
+        // SAFETY: the caller's objects.
+        unsafe { wait(c, m, Some((k, t))) }
+    }
+
+    /// `pthread_cond_signal`.
+    #[gate(emulating())]
+    [sync] fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
+        hub::unpark(c as usize, 1);
+        0
+    }
+
+    /// `pthread_cond_broadcast`.
+    #[gate(emulating())]
+    [sync] fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
+        hub::unpark(c as usize, usize::MAX);
+        0
+    }
+}

@@ -1,0 +1,164 @@
+//! Read-write locks, emulated in the caller's `pthread_rwlock_t`: one word
+//! is -1 (a writer holds it) or the number of readers, another the
+//! writer's owner id. Readers are preferred, as in glibc's default: a
+//! reader gets in whenever no writer holds the lock, even while writers
+//! wait.
+
+use std::sync::atomic::Ordering;
+
+use libc::{c_int, clockid_t, pthread_rwlock_t, timespec};
+
+use super::{owner_id, park, timed, word, Kind, Wait};
+use crate::gate::emulating;
+use crate::hook::hook;
+
+/// `__readers`: -1 while a writer holds the lock, else the reader count.
+const STATE: usize = 0;
+/// `__cur_writer`: the writer's owner id.
+pub(super) const WRITER: usize = 6;
+
+/// Whether a lock operation is shared (read) or exclusive (write).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Read,
+    Write,
+}
+use Mode::{Read, Write};
+
+/// Locks an emulated rwlock in `mode`, waiting as `wait` says.
+///
+/// # Safety
+/// `l` is a live rwlock.
+unsafe fn lock(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
+    let a = l as usize;
+    // SAFETY: the caller's rwlock (56 bytes).
+    let (state, writer) = unsafe { (word(a, STATE), word(a, WRITER)) };
+    let me = owner_id();
+    loop {
+        let s = state.load(Ordering::Relaxed);
+        if s == -1 && matches!(wait, Wait::Until(_)) && writer.load(Ordering::Relaxed) == me {
+            return libc::EDEADLK;
+        }
+        let ok = match mode {
+            Write => {
+                s == 0
+                    && state
+                        .compare_exchange(0, -1, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+            }
+            Read if s >= 0 => {
+                if s == i32::MAX {
+                    return libc::EAGAIN;
+                }
+                state
+                    .compare_exchange(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            }
+            Read => false,
+        };
+        if ok {
+            if mode == Write {
+                writer.store(me, Ordering::Relaxed);
+            }
+            return 0;
+        }
+        let deadline = match wait {
+            Wait::Try => return libc::EBUSY,
+            Wait::Until(d) => d,
+        };
+        let busy = || {
+            let s = state.load(Ordering::Relaxed);
+            match mode {
+                Write => s != 0,
+                Read => s < 0,
+            }
+        };
+        if park(Kind::Rwlock, a, deadline, busy) == hub::Park::TimedOut {
+            return libc::ETIMEDOUT;
+        }
+    }
+}
+
+hook! {
+    /// `pthread_rwlock_rdlock`.
+    #[gate(emulating())]
+    [sync] fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) -> c_int {
+        // SAFETY: the caller's rwlock.
+        unsafe { lock(l, Read, Wait::Until(None)) }
+    }
+
+    /// `pthread_rwlock_wrlock`.
+    #[gate(emulating())]
+    [sync] fn pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) -> c_int {
+        // SAFETY: the caller's rwlock.
+        unsafe { lock(l, Write, Wait::Until(None)) }
+    }
+
+    /// `pthread_rwlock_tryrdlock`.
+    #[gate(emulating())]
+    [sync] fn pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t) -> c_int {
+        // SAFETY: the caller's rwlock.
+        unsafe { lock(l, Read, Wait::Try) }
+    }
+
+    /// `pthread_rwlock_trywrlock`.
+    #[gate(emulating())]
+    [sync] fn pthread_rwlock_trywrlock(l: *mut pthread_rwlock_t) -> c_int {
+        // SAFETY: the caller's rwlock.
+        unsafe { lock(l, Write, Wait::Try) }
+    }
+
+    /// `pthread_rwlock_timedrdlock` (CLOCK_REALTIME).
+    #[gate(emulating())]
+    [sync] fn pthread_rwlock_timedrdlock(l: *mut pthread_rwlock_t, t: *const timespec) -> c_int {
+        // SAFETY: the caller's rwlock.
+        timed(libc::CLOCK_REALTIME, t, |w| unsafe { lock(l, Read, w) })
+    }
+
+    /// `pthread_rwlock_timedwrlock` (CLOCK_REALTIME).
+    #[gate(emulating())]
+    [sync] fn pthread_rwlock_timedwrlock(l: *mut pthread_rwlock_t, t: *const timespec) -> c_int {
+        // SAFETY: the caller's rwlock.
+        timed(libc::CLOCK_REALTIME, t, |w| unsafe { lock(l, Write, w) })
+    }
+
+    /// `pthread_rwlock_clockrdlock`.
+    #[gate(emulating())]
+    [sync] fn pthread_rwlock_clockrdlock(l: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec) -> c_int {
+        // SAFETY: the caller's rwlock.
+        timed(c, t, |w| unsafe { lock(l, Read, w) })
+    }
+
+    /// `pthread_rwlock_clockwrlock`.
+    #[gate(emulating())]
+    [sync] fn pthread_rwlock_clockwrlock(l: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec) -> c_int {
+        // SAFETY: the caller's rwlock.
+        timed(c, t, |w| unsafe { lock(l, Write, w) })
+    }
+
+    /// `pthread_rwlock_unlock`: a writer wakes every waiter, and so does
+    /// the last reader out.
+    #[gate(emulating())]
+    [sync] fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_int {
+        let a = l as usize;
+        // SAFETY: the caller's rwlock.
+        let (state, writer) = unsafe { (word(a, STATE), word(a, WRITER)) };
+        let s = state.load(Ordering::Relaxed);
+        if s == -1 {
+            if writer.load(Ordering::Relaxed) != owner_id() {
+                return libc::EPERM;
+            }
+            writer.store(0, Ordering::Relaxed);
+            state.store(0, Ordering::Release);
+            hub::unpark(a, usize::MAX);
+        } else if s > 0 {
+            state.store(s - 1, Ordering::Release);
+            if s == 1 {
+                hub::unpark(a, usize::MAX);
+            }
+        } else {
+            return libc::EPERM;
+        }
+        0
+    }
+}

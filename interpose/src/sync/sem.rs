@@ -1,0 +1,123 @@
+//! Semaphores, in glibc's own representation (the value in the low half of
+//! the first 64-bit word), so the real `sem_post`, `sem_trywait`,
+//! `sem_getvalue` and `sem_open` work on them unchanged and they cooperate
+//! in every mode. A wait is a cancellation point.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use libc::{c_int, clockid_t, sem_t, timespec};
+
+use super::{park, word, Kind};
+use crate::gate::cooperative;
+use crate::hook::hook;
+
+/// How often a fiber re-checks a semaphore that a post from outside this
+/// hub (another process, a real thread) may change without waking it.
+const POLL: Duration = Duration::from_millis(2);
+
+/// The semaphore's value word (low half of glibc's 64-bit `data`).
+///
+/// # Safety
+/// `s` is a live semaphore.
+unsafe fn value<'a>(s: *mut sem_t) -> &'a AtomicU32 {
+    // SAFETY: per the contract; sem_t is 8-aligned and at least 16 bytes.
+    unsafe { &*(s as *const AtomicU32) }
+}
+
+/// Whether a post may come from outside this hub (another process or a
+/// real thread), so waiters must re-check the value now and then.
+///
+/// # Safety
+/// `s` is a live semaphore.
+unsafe fn remote(s: *mut sem_t) -> bool {
+    // SAFETY: per the contract; `private` is the int at byte 8 (0 = shared).
+    !crate::threads_as_fibers() || unsafe { word(s as usize, 2) }.load(Ordering::Relaxed) == 0
+}
+
+/// Waits on a semaphore as a fiber. Err is an errno value.
+///
+/// # Safety
+/// `s` is a live semaphore.
+unsafe fn wait(s: *mut sem_t, timeout: Option<(clockid_t, *const timespec)>) -> Result<(), c_int> {
+    crate::cancel_point();
+    // SAFETY: per the contract.
+    let (v, remote) = unsafe { (value(s), remote(s)) };
+    let mut deadline: Option<Option<Instant>> = None;
+    loop {
+        let cur = v.load(Ordering::Relaxed);
+        if cur > 0 {
+            if v.compare_exchange(cur, cur - 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Ok(());
+            }
+            continue;
+        }
+        // The time is read only when the semaphore is not free, as in glibc.
+        let d = match deadline {
+            Some(d) => d,
+            None => {
+                let d = match timeout {
+                    None => None,
+                    Some((clock, ts)) => crate::deadline::absolute_bounded(clock, ts)?,
+                };
+                deadline = Some(d);
+                d
+            }
+        };
+        if d.is_some_and(|d| Instant::now() >= d) {
+            return Err(libc::ETIMEDOUT);
+        }
+        let wake_at = if remote {
+            let p = Instant::now() + POLL;
+            Some(d.map_or(p, |d| d.min(p)))
+        } else {
+            d
+        };
+        park(Kind::Semaphore, s as usize, wake_at, || v.load(Ordering::Relaxed) == 0);
+        crate::cancel_point();
+    }
+}
+
+/// The C return of a wait: 0, or -1 with errno.
+fn result(r: Result<(), c_int>) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => crate::errno::fail(e),
+    }
+}
+
+hook! {
+    /// `sem_wait`.
+    #[gate(cooperative())]
+    [sync] fn sem_wait(s: *mut sem_t) -> c_int {
+        // SAFETY: the caller's semaphore.
+        result(unsafe { wait(s, None) })
+    }
+
+    /// `sem_timedwait` (CLOCK_REALTIME).
+    #[gate(cooperative())]
+    [sync] fn sem_timedwait(s: *mut sem_t, t: *const timespec) -> c_int {
+        // SAFETY: the caller's semaphore.
+        result(unsafe { wait(s, Some((libc::CLOCK_REALTIME, t))) })
+    }
+
+    /// `sem_clockwait`.
+    #[gate(cooperative())]
+    [sync] fn sem_clockwait(s: *mut sem_t, c: clockid_t, t: *const timespec) -> c_int {
+        // SAFETY: the caller's semaphore.
+        result(unsafe { wait(s, Some((c, t))) })
+    }
+
+    /// `sem_post`: the real post (it also wakes kernel waiters in other
+    /// processes), then a fiber parked on this semaphore.
+    [sync] fn sem_post(s: *mut sem_t) -> c_int {
+        // SAFETY: the caller's semaphore, forwarded unchanged.
+        let r = unsafe { sem_post::real(s) };
+        if r == 0 && crate::gate::patched() {
+            hub::unpark(s as usize, 1);
+        }
+        r
+    }
+}
