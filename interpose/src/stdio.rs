@@ -154,13 +154,13 @@ fn fd_of(f: *mut FILE) -> c_int {
 }
 
 /// Classifies the fd of `f` with the same rules as the fd hooks
-/// ([`crate::io::path`]); regular files pass straight through (their reads
+/// ([`crate::fdwait::path`]); regular files pass straight through (their reads
 /// never wait for readiness).
 fn kind(f: *mut FILE) -> Kind {
-    match crate::io::path(fd_of(f)) {
-        crate::io::Path::Managed => Kind::Managed,
-        crate::io::Path::Polled => Kind::Polled,
-        crate::io::Path::Pass | crate::io::Path::File => Kind::Pass,
+    match crate::fdwait::path(fd_of(f)) {
+        crate::fdwait::Path::Managed(_) => Kind::Managed,
+        crate::fdwait::Path::Polled(_) => Kind::Polled,
+        crate::fdwait::Path::Pass | crate::fdwait::Path::File(_) => Kind::Pass,
     }
 }
 
@@ -202,7 +202,7 @@ fn clear_error(f: *mut FILE) {
 
 /// Waits until `fd` is readable (zero-timeout poll first, then the hub).
 pub(crate) fn wait_readable_for_stdio(fd: c_int) -> Result<(), c_int> {
-    crate::io::wait_until_ready(fd, Interest::Readable)
+    crate::fdwait::wait_until_ready(fdtable::Fd::of(fd), Interest::Readable)
 }
 
 /// Makes sure `f`'s read buffer holds data: waits for the fd, then lets
@@ -613,7 +613,7 @@ fn before_output(f: *mut FILE, len: Option<usize>) -> Result<Kind, c_int> {
         return Ok(k); // lands in the buffer: no write
     }
     let fd = fd_of(f);
-    crate::io::wait_until_ready(fd, Interest::Writable)?;
+    crate::fdwait::wait_until_ready(fdtable::Fd::of(fd), Interest::Writable)?;
     // A pipe may poll writable with less room than one flush needs (Linux
     // reports POLLOUT as soon as one pipe buffer slot is free): wait until
     // what is pending in the FILE plus this call's bytes fit, as long as

@@ -22,7 +22,7 @@ use libc::{c_char, c_int, c_void, FILE};
 
 use super::{output, stdout};
 use crate::errno;
-use crate::io::Path;
+use crate::fdwait::Path;
 
 mod next {
     use libc::{c_char, c_int, c_void, FILE};
@@ -82,7 +82,7 @@ fn formatted_write(fd: c_int, format: impl FnOnce(&mut *mut c_char) -> c_int) ->
 
 /// Whether `fd` is one whose writes must go through the hub.
 fn cooperative_fd(fd: c_int) -> bool {
-    matches!(crate::io::path(fd), Path::Managed | Path::Polled)
+    matches!(crate::fdwait::path(fd), Path::Managed(_) | Path::Polled(_))
 }
 
 /// `vdprintf(3)`.
