@@ -9,9 +9,11 @@
 //! timeouts (`SO_RCVTIMEO`/`SO_SNDTIMEO`) are kept here too, because the
 //! kernel never applies them to a non-blocking socket.
 //!
-//! The table is a lazily allocated two-level array of atomics: a lookup on
-//! the hot path is two loads and no lock. A hook looks its fd up once
-//! ([`Fd::of`]) and asks that one view everything it needs.
+//! The table is an array of atomics: the first 1024 fds (where nearly
+//! every program's fds are) in a static block, where a look-up is a bounds
+//! check and an index; higher fds in lazily allocated chunks, one more load.
+//! No lock either way. A hook looks its fd up once ([`Fd::of`]) and asks
+//! that one view everything it needs.
 
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -32,7 +34,6 @@ const CHUNK: usize = 1024;
 const CHUNKS: usize = 4096; // up to 4M fds
 
 /// What is known of one fd.
-#[derive(Default)]
 struct Entry {
     flags: AtomicU32,
     /// Which open file description this fd refers to: dups share the id.
@@ -49,9 +50,22 @@ static NEXT_GROUP: AtomicU64 = AtomicU64::new(1);
 /// One past the highest fd ever recorded: bounds the group scans.
 static HIGH: AtomicU32 = AtomicU32::new(0);
 
+/// Entries of fds `0..CHUNK`.
+static FIRST: [Entry; CHUNK] = [const { Entry::empty() }; CHUNK];
+/// Chunks of `CHUNK` entries for the higher fds (slot 0 stays null: those
+/// fds are in [`FIRST`]).
 static TABLE: [AtomicPtr<Entry>; CHUNKS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; CHUNKS];
 
+#[inline]
 fn entry(fd: i32) -> Option<&'static Entry> {
+    // A negative fd wraps to a huge index: not in FIRST, and rejected below.
+    match FIRST.get(fd as u32 as usize) {
+        Some(e) => Some(e),
+        None => higher_entry(fd),
+    }
+}
+
+fn higher_entry(fd: i32) -> Option<&'static Entry> {
     if fd < 0 {
         return None;
     }
@@ -72,7 +86,7 @@ fn entry_or_create(fd: i32) -> Option<&'static Entry> {
     }
     let c = fd as usize / CHUNK;
     let slot = TABLE.get(c)?;
-    let fresh: Box<[Entry]> = (0..CHUNK).map(|_| Entry::default()).collect();
+    let fresh: Box<[Entry]> = (0..CHUNK).map(|_| Entry::empty()).collect();
     let fresh = Box::into_raw(fresh) as *mut Entry;
     if let Err(_existing) = slot.compare_exchange(std::ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
         // SAFETY: we just allocated `fresh` and lost the race; nobody saw it.
@@ -83,6 +97,16 @@ fn entry_or_create(fd: i32) -> Option<&'static Entry> {
 }
 
 impl Entry {
+    /// Nothing known.
+    const fn empty() -> Entry {
+        Entry {
+            flags: AtomicU32::new(0),
+            group: AtomicU64::new(0),
+            rcvtimeo: AtomicU64::new(0),
+            sndtimeo: AtomicU64::new(0),
+        }
+    }
+
     /// Starts a new description: a group of its own and these flags.
     fn start(&self, flags: u32) {
         self.group
