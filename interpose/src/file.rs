@@ -78,12 +78,8 @@ pub(crate) unsafe fn read_at(fd: c_int, iov: *const iovec, cnt: c_int, off: off_
 /// # Safety
 /// `buf` is valid for `n` bytes of writes.
 pub(crate) unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> ssize_t {
-    let iov = iovec {
-        iov_base: buf,
-        iov_len: n,
-    };
-    // SAFETY: one iovec over the caller's buffer.
-    unsafe { read_at(fd, &iov, 1, -1) }
+    // SAFETY: caller's contract.
+    unsafe { read_one_at(fd, buf, n, -1) }
 }
 
 /// `readv` on a regular file.
@@ -155,7 +151,7 @@ hook! {
     }
 }
 
-/// `pread` of `n` bytes into `buf` at `off`, as [`read_at`].
+/// A read of `n` bytes into `buf` at `off`, as [`read_at`].
 ///
 /// # Safety
 /// `buf` is valid for `n` bytes of writes.
