@@ -1,6 +1,7 @@
 //! fd bookkeeping: `socket`, `socketpair`, `pipe`, `pipe2`, `eventfd`,
 //! `timerfd_create`, `signalfd`, `inotify_init*`, `dup`, `dup2`, `dup3`,
-//! `fcntl`, `ioctl(FIONBIO)`, `setsockopt` timeouts, `close`.
+//! `fcntl`, `ioctl(FIONBIO)`, `setsockopt` timeouts, `close`,
+//! `close_range`, `closefrom`, `posix_spawn_file_actions_adddup2`.
 //!
 //! While patched, sockets and pipes are created non-blocking underneath
 //! (`SOCK_NONBLOCK` / `O_NONBLOCK` added to the creating call: no extra
@@ -10,117 +11,267 @@
 //! user's view (the fd stays non-blocking underneath), and `close`/`dup2`
 //! wake any fiber waiting on the fd with `EBADF` and drop its registration
 //! before the number can be reused.
+//!
+//! Creating calls are gated by `gate::patched`: greenhook's own machinery (the
+//! hub's poller, the offload pool) gets plain fds. Everything that keeps
+//! the table true afterwards (dups, closes, flag and timeout changes) runs
+//! whenever the hooks are on ([`crate::is_patched`]), whoever calls: a
+//! managed fd stays non-blocking underneath and its entry follows its
+//! number, even when the machinery touches it.
 
-use libc::{c_int, c_ulong, c_void, socklen_t};
+use libc::{c_int, c_uint, c_ulong, c_void, socklen_t};
 
-use crate::fdtable;
+use crate::fdtable::{self, Fd, Timeout};
+use crate::gate::patched;
+use crate::hook::hook;
 
-mod next {
-    use libc::{c_int, c_ulong, c_void, socklen_t};
-    crate::real::real! {
-        fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int;
-        fn socketpair(domain: c_int, ty: c_int, proto: c_int, sv: *mut c_int) -> c_int;
-        fn pipe2(fds: *mut c_int, flags: c_int) -> c_int;
-        fn pipe(fds: *mut c_int) -> c_int;
-        fn dup(fd: c_int) -> c_int;
-        fn dup2(old: c_int, new: c_int) -> c_int;
-        fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int;
-        fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int;
-        fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int;
-        fn close(fd: c_int) -> c_int;
-        fn close_range(first: libc::c_uint, last: libc::c_uint, flags: c_int) -> c_int;
-        fn closefrom(low: c_int) -> ();
-        fn setsockopt(fd: c_int, level: c_int, name: c_int, val: *const c_void, len: socklen_t) -> c_int;
-        fn eventfd(initval: libc::c_uint, flags: c_int) -> c_int;
-        fn timerfd_create(clock: libc::clockid_t, flags: c_int) -> c_int;
-        fn signalfd(fd: c_int, mask: *const libc::sigset_t, flags: c_int) -> c_int;
-        fn inotify_init1(flags: c_int) -> c_int;
-        fn posix_spawn_file_actions_adddup2(fa: *mut libc::posix_spawn_file_actions_t, fd: c_int, new: c_int) -> c_int;
-    }
-}
-
-/// `socket(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_socket")]
-pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
-    crate::real::guard("socket", || {
-        if !crate::gate::patched() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::socket(domain, ty, proto) };
-        }
+hook! {
+    /// `socket(2)`.
+    #[gate(patched())]
+    [fd] fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
         // SAFETY: plain value arguments.
-        let fd = unsafe { next::socket(domain, ty | libc::SOCK_NONBLOCK, proto) };
+        let fd = unsafe { socket::real(domain, ty | libc::SOCK_NONBLOCK, proto) };
         if fd >= 0 {
             fdtable::set_managed(fd, ty & libc::SOCK_NONBLOCK != 0, true);
         }
         fd
-    })
-}
+    }
 
-/// `socketpair(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_socketpair")]
-pub unsafe extern "C" fn socketpair(domain: c_int, ty: c_int, proto: c_int, sv: *mut c_int) -> c_int {
-    crate::real::guard("socketpair", || {
-        if !crate::gate::patched() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::socketpair(domain, ty, proto, sv) };
-        }
+    /// `socketpair(2)`.
+    #[gate(patched())]
+    [fd] fn socketpair(domain: c_int, ty: c_int, proto: c_int, sv: *mut c_int) -> c_int {
         // SAFETY: sv is the caller's int[2]; the kernel checks it (EFAULT).
-        let r = unsafe { next::socketpair(domain, ty | libc::SOCK_NONBLOCK, proto, sv) };
+        let r = unsafe { socketpair::real(domain, ty | libc::SOCK_NONBLOCK, proto, sv) };
         if r == 0 {
-            let user_nb = ty & libc::SOCK_NONBLOCK != 0;
             // SAFETY: on success the kernel wrote both entries.
-            let (a, b) = unsafe { (*sv, *sv.add(1)) };
-            fdtable::set_managed(a, user_nb, true);
-            fdtable::set_managed(b, user_nb, true);
+            unsafe { managed_pair(sv, ty & libc::SOCK_NONBLOCK != 0, true) };
         }
         r
-    })
-}
+    }
 
-/// `pipe2(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_pipe2")]
-pub unsafe extern "C" fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
-    crate::real::guard("pipe2", || {
-        if !crate::gate::patched() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::pipe2(fds, flags) };
-        }
-        // SAFETY: fds is the caller's int[2]; the kernel checks it.
-        let r = unsafe { next::pipe2(fds, flags | libc::O_NONBLOCK) };
-        if r == 0 {
-            let user_nb = flags & libc::O_NONBLOCK != 0;
-            // SAFETY: on success the kernel wrote both entries.
-            let (a, b) = unsafe { (*fds, *fds.add(1)) };
-            fdtable::set_managed(a, user_nb, false);
-            fdtable::set_managed(b, user_nb, false);
+    /// `pipe2(2)`.
+    #[gate(patched())]
+    [fd] fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
+        piped(fds, flags)
+    }
+
+    /// `pipe(2)`: `pipe2` without flags.
+    #[gate(patched())]
+    [fd] fn pipe(fds: *mut c_int) -> c_int {
+        piped(fds, 0)
+    }
+
+    /// `eventfd(2)`.
+    #[gate(patched())]
+    [fd] fn eventfd(initval: c_uint, flags: c_int) -> c_int {
+        // SAFETY: plain value arguments.
+        created(flags, libc::EFD_NONBLOCK, |f| unsafe { eventfd::real(initval, f) })
+    }
+
+    /// `timerfd_create(2)`.
+    #[gate(patched())]
+    [fd] fn timerfd_create(clock: libc::clockid_t, flags: c_int) -> c_int {
+        // SAFETY: plain value arguments.
+        created(flags, libc::TFD_NONBLOCK, |f| unsafe { timerfd_create::real(clock, f) })
+    }
+
+    /// `signalfd(2)`: only a new signalfd (fd == -1) is created managed.
+    #[gate(fd == -1 && patched())]
+    [fd] fn signalfd(fd: c_int, mask: *const libc::sigset_t, flags: c_int) -> c_int {
+        // SAFETY: the kernel validates the mask pointer.
+        created(flags, libc::SFD_NONBLOCK, |f| unsafe { signalfd::real(fd, mask, f) })
+    }
+
+    /// `inotify_init1(2)`.
+    #[gate(patched())]
+    [fd] fn inotify_init1(flags: c_int) -> c_int {
+        // SAFETY: plain value argument.
+        created(flags, libc::IN_NONBLOCK, |f| unsafe { inotify_init1::real(f) })
+    }
+
+    /// `inotify_init(2)`: `inotify_init1` without flags.
+    #[gate(patched())]
+    [fd] fn inotify_init() -> c_int {
+        // SAFETY: plain value argument.
+        created(0, libc::IN_NONBLOCK, |f| unsafe { inotify_init1::real(f) })
+    }
+
+    /// `dup(2)`.
+    [fd] fn dup(fd: c_int) -> c_int {
+        // SAFETY: plain value argument.
+        let r = unsafe { dup::real(fd) };
+        if r >= 0 && crate::is_patched() {
+            fdtable::copy(fd, r);
         }
         r
-    })
+    }
+
+    /// `dup2(2)`.
+    [fd] fn dup2(old: c_int, new: c_int) -> c_int {
+        if !crate::is_patched() {
+            if hub::has_hub() {
+                replacing(old, new); // the hub may watch `new` (Rust API users)
+            }
+            // SAFETY: forwarded unchanged.
+            return unsafe { dup2::real(old, new) };
+        }
+        replacing(old, new);
+        // SAFETY: plain value arguments.
+        let r = unsafe { dup2::real(old, new) };
+        if r >= 0 && old != new {
+            duplicated(old, r);
+        }
+        r
+    }
+
+    /// `dup3(2)`.
+    [fd] fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+        if !crate::is_patched() {
+            if hub::has_hub() && old != new {
+                replacing(old, new); // the hub may watch `new` (Rust API users)
+            }
+            // SAFETY: forwarded unchanged.
+            return unsafe { dup3::real(old, new, flags) };
+        }
+        if old != new {
+            replacing(old, new);
+        }
+        // SAFETY: plain value arguments.
+        let r = unsafe { dup3::real(old, new, flags) };
+        if r >= 0 {
+            duplicated(old, r);
+        }
+        r
+    }
+
+    /// `fcntl(2)`; the third argument is read as a word (see `real`).
+    #[gate(crate::is_patched())]
+    [fd] fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+        fcntl_on(fd, cmd, arg)
+    }
+
+    /// `fcntl64(2)`: the same call on 64-bit glibc.
+    #[gate(crate::is_patched())]
+    [fd] fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+        fcntl_on(fd, cmd, arg)
+    }
+
+    /// `ioctl(2)`: `FIONBIO` on a managed fd changes the user's view only.
+    [fd] fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
+        // SAFETY: forwarded unchanged; for FIONBIO the kernel validates `arg`.
+        let r = unsafe { ioctl::real(fd, req, arg) };
+        if r != 0 || req != libc::FIONBIO || !crate::is_patched() {
+            return r;
+        }
+        let fd = Fd::of(fd);
+        let f = fd.flags();
+        if f & (fdtable::MANAGED | fdtable::KNOWN) != 0 {
+            // SAFETY: the kernel just read this int successfully.
+            let on = unsafe { *(arg as *const c_int) } != 0;
+            fd.set_user_nonblock(on);
+            if !on && f & fdtable::MANAGED != 0 {
+                let one: c_int = 1;
+                // SAFETY: a valid int for FIONBIO; keeps the fd non-blocking underneath.
+                unsafe { ioctl::real(fd.raw(), req, &one as *const c_int as usize) };
+            }
+        }
+        r
+    }
+
+    /// `setsockopt(2)`: remembers `SO_RCVTIMEO`/`SO_SNDTIMEO` on managed
+    /// sockets, since the kernel does not apply them to non-blocking sockets.
+    [fd] fn setsockopt(fd: c_int, level: c_int, name: c_int, val: *const c_void, len: socklen_t) -> c_int {
+        // SAFETY: forwarded unchanged; the kernel validates val/len.
+        let r = unsafe { setsockopt::real(fd, level, name, val, len) };
+        let which = match (level, name) {
+            (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => Timeout::Recv,
+            (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => Timeout::Send,
+            _ => return r,
+        };
+        let fd = Fd::of(fd);
+        if r == 0 && crate::is_patched() && fd.flags() & (fdtable::MANAGED | fdtable::KNOWN) != 0 {
+            // SAFETY: the kernel accepted a timeval of `len` bytes here.
+            let tv = unsafe { &*(val as *const libc::timeval) };
+            let d = std::time::Duration::from_secs(tv.tv_sec.max(0) as u64)
+                + std::time::Duration::from_micros(tv.tv_usec.max(0) as u64);
+            fd.set_timeout(which, (!d.is_zero()).then_some(d));
+        }
+        r
+    }
+
+    /// `close(2)`: fibers waiting on the fd wake with `EBADF`; its
+    /// registration and bookkeeping go before the number can be reused.
+    [fd] fn close(fd: c_int) -> c_int {
+        // Even unpatched: a Rust API user may have waited on this fd through
+        // greenhook::io, and a registration that outlives the fd would
+        // swallow the events of the next fd given the same number.
+        hub::forget_fd(fd);
+        if crate::is_patched() {
+            fdtable::forget(fd);
+        }
+        // SAFETY: forwarded unchanged.
+        unsafe { close::real(fd) }
+    }
+
+    /// `close_range(2)`: like `close` for each fd of the range (unless it
+    /// only sets close-on-exec).
+    [fd] fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+        before_close_range(first, last, flags);
+        // SAFETY: forwarded unchanged.
+        unsafe { close_range::real(first, last, flags) }
+    }
+
+    /// `closefrom(3)` (glibc 2.34+): like `close` for every fd from `low` on.
+    [fd] fn closefrom(low: c_int) {
+        if low >= 0 {
+            forget_range(low as c_uint, c_uint::MAX);
+        }
+        // SAFETY: forwarded unchanged.
+        unsafe { closefrom::real(low) }
+    }
+
+    /// `posix_spawn_file_actions_adddup2(3)`: a managed fd that a spawned
+    /// child will get as its stdin/stdout/stderr is handed back now
+    /// ([`hand_back`]); the dup itself happens inside glibc, out of sight.
+    [fd] fn posix_spawn_file_actions_adddup2(
+        fa: *mut libc::posix_spawn_file_actions_t,
+        fd: c_int,
+        new: c_int,
+    ) -> c_int {
+        // SAFETY: forwarded unchanged.
+        let r = unsafe { posix_spawn_file_actions_adddup2::real(fa, fd, new) };
+        if r == 0 && crate::is_patched() && (0..=2).contains(&new) {
+            hand_back(fd);
+        }
+        r
+    }
 }
 
-/// `pipe(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_pipe")]
-pub unsafe extern "C" fn pipe(fds: *mut c_int) -> c_int {
-    crate::real::guard("pipe", || {
-        if !crate::gate::patched() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::pipe(fds) };
-        }
-        // SAFETY: same contract as pipe2 with no flags.
-        unsafe { pipe2(fds, 0) }
-    })
+/// Records both fds of a new pair as managed.
+///
+/// # Safety
+/// `fds` points at the two fds the kernel has just written.
+unsafe fn managed_pair(fds: *const c_int, user_nonblock: bool, socket: bool) {
+    // SAFETY: caller's contract.
+    let (a, b) = unsafe { (*fds, *fds.add(1)) };
+    fdtable::set_managed(a, user_nonblock, socket);
+    fdtable::set_managed(b, user_nonblock, socket);
+}
+
+/// `pipe2` and `pipe`: a managed pipe, with the caller's flags kept aside.
+fn piped(fds: *mut c_int, flags: c_int) -> c_int {
+    // SAFETY: fds is the caller's int[2]; the kernel checks it.
+    let r = unsafe { pipe2::real(fds, flags | libc::O_NONBLOCK) };
+    if r == 0 {
+        // SAFETY: on success the kernel wrote both entries.
+        unsafe { managed_pair(fds, flags & libc::O_NONBLOCK != 0, false) };
+    }
+    r
 }
 
 /// Creates an fd through `create(flags | nonblock_flag)` and records it as
 /// managed; `nonblock_flag` is the call's own spelling of `O_NONBLOCK`.
 fn created(flags: c_int, nonblock_flag: c_int, create: impl FnOnce(c_int) -> c_int) -> c_int {
-    if !crate::gate::patched() {
-        return create(flags);
-    }
     let fd = create(flags | nonblock_flag);
     if fd >= 0 {
         fdtable::set_managed(fd, flags & nonblock_flag != 0, false);
@@ -128,79 +279,70 @@ fn created(flags: c_int, nonblock_flag: c_int, create: impl FnOnce(c_int) -> c_i
     fd
 }
 
-/// `eventfd(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_eventfd")]
-pub unsafe extern "C" fn eventfd(initval: libc::c_uint, flags: c_int) -> c_int {
-    crate::real::guard("eventfd", || {
-        // SAFETY: plain value arguments.
-        created(flags, libc::EFD_NONBLOCK, |f| unsafe { next::eventfd(initval, f) })
-    })
-}
-
-/// `timerfd_create(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_timerfd_create")]
-pub unsafe extern "C" fn timerfd_create(clock: libc::clockid_t, flags: c_int) -> c_int {
-    crate::real::guard("timerfd_create", || {
-        // SAFETY: plain value arguments.
-        created(flags, libc::TFD_NONBLOCK, |f| unsafe { next::timerfd_create(clock, f) })
-    })
-}
-
-/// `signalfd(2)`: only a new signalfd (fd == -1) is created managed.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_signalfd")]
-pub unsafe extern "C" fn signalfd(fd: c_int, mask: *const libc::sigset_t, flags: c_int) -> c_int {
-    crate::real::guard("signalfd", || {
-        if fd != -1 {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::signalfd(fd, mask, flags) };
-        }
-        // SAFETY: the kernel validates the mask pointer.
-        created(flags, libc::SFD_NONBLOCK, |f| unsafe { next::signalfd(fd, mask, f) })
-    })
-}
-
-/// `inotify_init1(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_inotify_init1")]
-pub unsafe extern "C" fn inotify_init1(flags: c_int) -> c_int {
-    crate::real::guard("inotify_init1", || {
-        // SAFETY: plain value argument.
-        created(flags, libc::IN_NONBLOCK, |f| unsafe { next::inotify_init1(f) })
-    })
-}
-
-/// `inotify_init(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_inotify_init")]
-pub unsafe extern "C" fn inotify_init() -> c_int {
-    // SAFETY: same call with no flags.
-    unsafe { inotify_init1(0) }
-}
-
-/// `dup(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_dup")]
-pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
-    crate::real::guard("dup", || {
-        // SAFETY: plain value argument.
-        let r = unsafe { next::dup(fd) };
-        if r >= 0 && crate::is_patched() {
-            fdtable::copy(fd, r);
-        }
-        r
-    })
-}
-
 /// Before `new` is replaced by a dup of `old`: if `old` is valid (so the
 /// call will go ahead), wake fibers waiting on `new` and drop its state.
 fn replacing(old: c_int, new: c_int) {
     // SAFETY: F_GETFD only reads the descriptor flags.
-    if old != new && unsafe { next::fcntl(old, libc::F_GETFD, 0) } >= 0 {
+    if old != new && unsafe { fcntl::real(old, libc::F_GETFD, 0) } >= 0 {
         hub::forget_fd(new);
         fdtable::forget(new);
+    }
+}
+
+/// After `dup2`/`dup3` made `new` a dup of `old`: `new` shares what we know
+/// of `old`, and as a standard stream it is handed back ([`hand_back`]).
+fn duplicated(old: c_int, new: c_int) {
+    fdtable::copy(old, new);
+    if (0..=2).contains(&new) {
+        hand_back(new);
+    }
+}
+
+/// `fcntl` and `fcntl64` while patched.
+fn fcntl_on(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    let view = Fd::of(fd);
+    let managed = view.flags() & fdtable::MANAGED != 0;
+    match cmd {
+        libc::F_GETFL if managed => {
+            // SAFETY: F_GETFL takes no argument.
+            let r = unsafe { fcntl::real(fd, cmd, 0) };
+            if r >= 0 && view.flags() & fdtable::USER_NONBLOCK == 0 {
+                r & !libc::O_NONBLOCK
+            } else {
+                r
+            }
+        }
+        libc::F_SETFL if view.flags() & fdtable::KNOWN != 0 => {
+            // SAFETY: forwarded unchanged.
+            let r = unsafe { fcntl::real(fd, cmd, arg) };
+            if r == 0 {
+                view.set_user_nonblock(arg as c_int & libc::O_NONBLOCK != 0);
+            }
+            r
+        }
+        libc::F_SETFL if managed => {
+            let user_nb = arg as c_int & libc::O_NONBLOCK != 0;
+            // SAFETY: F_SETFL takes an int; we keep O_NONBLOCK set underneath.
+            let r = unsafe { fcntl::real(fd, cmd, arg | libc::O_NONBLOCK as usize) };
+            if r == 0 {
+                view.set_user_nonblock(user_nb);
+            }
+            r
+        }
+        libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
+            // SAFETY: forwarded unchanged.
+            let r = unsafe { fcntl::real(fd, cmd, arg) };
+            if r >= 0 {
+                fdtable::copy(fd, r);
+            }
+            r
+        }
+        libc::F_SETLKW | libc::F_OFD_SETLKW if crate::gate::cooperative() => {
+            // SAFETY: the caller's lock request, with the command given.
+            crate::blocking::fcntl_lock_wait(cmd, |c| unsafe { fcntl::real(fd, c, arg) })
+        }
+        // SAFETY: forwarded unchanged.
+        _ => unsafe { fcntl::real(fd, cmd, arg) },
     }
 }
 
@@ -212,16 +354,16 @@ fn replacing(old: c_int, new: c_int) {
 /// `EAGAIN`, report an I/O error and drop data. Does nothing for fds we do
 /// not manage or that the user made non-blocking.
 pub(crate) fn hand_back(fd: c_int) {
-    let f = fdtable::flags(fd);
-    if f & fdtable::MANAGED == 0 || f & fdtable::USER_NONBLOCK != 0 {
+    let fd = Fd::of(fd);
+    if !fd.waits_on_hub() {
         return;
     }
     // SAFETY: status flags of an open fd we manage.
-    let st = unsafe { next::fcntl(fd, libc::F_GETFL, 0) };
+    let st = unsafe { fcntl::real(fd.raw(), libc::F_GETFL, 0) };
     if st >= 0 {
         // SAFETY: as above; clears only O_NONBLOCK.
-        unsafe { next::fcntl(fd, libc::F_SETFL, (st & !libc::O_NONBLOCK) as usize) };
-        fdtable::unmanage(fd);
+        unsafe { fcntl::real(fd.raw(), libc::F_SETFL, (st & !libc::O_NONBLOCK) as usize) };
+        fd.unmanage();
     }
 }
 
@@ -231,7 +373,7 @@ pub(crate) fn hand_back(fd: c_int) {
 /// fail or lose data (fds 0–2 never get here: they were handed back).
 fn inheritable_pipes() -> impl Iterator<Item = c_int> {
     (0..fdtable::high() as c_int).filter(|&fd| {
-        let f = fdtable::flags(fd);
+        let f = Fd::of(fd).flags();
         if f & fdtable::MANAGED == 0 || f & (fdtable::SOCKET | fdtable::USER_NONBLOCK) != 0 {
             return false;
         }
@@ -312,7 +454,7 @@ pub(crate) fn private_pipes_after_fork() {
     for fd in inheritable_pipes() {
         if let Some(b) = reopen_blocking(fd) {
             move_fd(b, fd);
-            fdtable::set_known(fd, false, false);
+            Fd::of(fd).set_known(false, false);
         }
     }
 }
@@ -362,210 +504,9 @@ impl SpawnPipes {
     }
 }
 
-/// `posix_spawn_file_actions_adddup2(3)`: a managed fd that a spawned child
-/// will get as its stdin/stdout/stderr is handed back now ([`hand_back`]);
-/// the dup itself happens inside glibc, out of sight.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_posix_spawn_file_actions_adddup2")]
-pub unsafe extern "C" fn posix_spawn_file_actions_adddup2(
-    fa: *mut libc::posix_spawn_file_actions_t,
-    fd: c_int,
-    new: c_int,
-) -> c_int {
-    crate::real::guard("posix_spawn_file_actions_adddup2", || {
-        // SAFETY: forwarded unchanged.
-        let r = unsafe { next::posix_spawn_file_actions_adddup2(fa, fd, new) };
-        if r == 0 && crate::is_patched() && (0..=2).contains(&new) {
-            hand_back(fd);
-        }
-        r
-    })
-}
-
-/// `dup2(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_dup2")]
-pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
-    crate::real::guard("dup2", || {
-        if !crate::is_patched() {
-            if hub::has_hub() {
-                replacing(old, new); // the hub may watch `new` (Rust API users)
-            }
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::dup2(old, new) };
-        }
-        replacing(old, new);
-        // SAFETY: plain value arguments.
-        let r = unsafe { next::dup2(old, new) };
-        if r >= 0 && old != new {
-            fdtable::copy(old, r);
-            if (0..=2).contains(&r) {
-                hand_back(r);
-            }
-        }
-        r
-    })
-}
-
-/// `dup3(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_dup3")]
-pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
-    crate::real::guard("dup3", || {
-        if !crate::is_patched() {
-            if hub::has_hub() && old != new {
-                replacing(old, new); // the hub may watch `new` (Rust API users)
-            }
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::dup3(old, new, flags) };
-        }
-        if old != new {
-            replacing(old, new);
-        }
-        // SAFETY: plain value arguments.
-        let r = unsafe { next::dup3(old, new, flags) };
-        if r >= 0 {
-            fdtable::copy(old, r);
-            if (0..=2).contains(&r) {
-                hand_back(r);
-            }
-        }
-        r
-    })
-}
-
-/// `fcntl(2)`; the third argument is read as a word (see `real`).
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_fcntl")]
-pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
-    crate::real::guard("fcntl", || {
-        if !crate::is_patched() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::fcntl(fd, cmd, arg) };
-        }
-        let managed = fdtable::flags(fd) & fdtable::MANAGED != 0;
-        match cmd {
-            libc::F_GETFL if managed => {
-                // SAFETY: F_GETFL takes no argument.
-                let r = unsafe { next::fcntl(fd, cmd, 0) };
-                if r >= 0 && fdtable::flags(fd) & fdtable::USER_NONBLOCK == 0 {
-                    r & !libc::O_NONBLOCK
-                } else {
-                    r
-                }
-            }
-            libc::F_SETFL if fdtable::flags(fd) & fdtable::KNOWN != 0 => {
-                // SAFETY: forwarded unchanged.
-                let r = unsafe { next::fcntl(fd, cmd, arg) };
-                if r == 0 {
-                    fdtable::set_user_nonblock(fd, arg as c_int & libc::O_NONBLOCK != 0);
-                }
-                r
-            }
-            libc::F_SETFL if managed => {
-                let user_nb = arg as c_int & libc::O_NONBLOCK != 0;
-                // SAFETY: F_SETFL takes an int; we keep O_NONBLOCK set underneath.
-                let r = unsafe { next::fcntl(fd, cmd, arg | libc::O_NONBLOCK as usize) };
-                if r == 0 {
-                    fdtable::set_user_nonblock(fd, user_nb);
-                }
-                r
-            }
-            libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
-                // SAFETY: forwarded unchanged.
-                let r = unsafe { next::fcntl(fd, cmd, arg) };
-                if r >= 0 {
-                    fdtable::copy(fd, r);
-                }
-                r
-            }
-            libc::F_SETLKW | libc::F_OFD_SETLKW if crate::gate::cooperative() => {
-                // SAFETY: the caller's lock request, with the command given.
-                crate::blocking::fcntl_lock_wait(cmd, |c| unsafe { next::fcntl(fd, c, arg) })
-            }
-            // SAFETY: forwarded unchanged.
-            _ => unsafe { next::fcntl(fd, cmd, arg) },
-        }
-    })
-}
-
-/// `fcntl64` is the same call on 64-bit glibc.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_fcntl64")]
-pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
-    // SAFETY: same contract.
-    unsafe { fcntl(fd, cmd, arg) }
-}
-
-/// `ioctl(2)`: `FIONBIO` on a managed fd changes the user's view only.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_ioctl")]
-pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
-    crate::real::guard("ioctl", || {
-        // SAFETY: forwarded unchanged; for FIONBIO the kernel validates `arg`.
-        let r = unsafe { next::ioctl(fd, req, arg) };
-        let f = fdtable::flags(fd);
-        if r == 0 && req == libc::FIONBIO && crate::is_patched() && f & (fdtable::MANAGED | fdtable::KNOWN) != 0 {
-            // SAFETY: the kernel just read this int successfully.
-            let on = unsafe { *(arg as *const c_int) } != 0;
-            fdtable::set_user_nonblock(fd, on);
-            if !on && f & fdtable::MANAGED != 0 {
-                let one: c_int = 1;
-                // SAFETY: a valid int for FIONBIO; keeps the fd non-blocking underneath.
-                unsafe { next::ioctl(fd, req, &one as *const c_int as usize) };
-            }
-        }
-        r
-    })
-}
-
-/// `setsockopt(2)`: remembers `SO_RCVTIMEO`/`SO_SNDTIMEO` on managed sockets,
-/// since the kernel does not apply them to non-blocking sockets.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_setsockopt")]
-pub unsafe extern "C" fn setsockopt(fd: c_int, level: c_int, name: c_int, val: *const c_void, len: socklen_t) -> c_int {
-    crate::real::guard("setsockopt", || {
-        // SAFETY: forwarded unchanged; the kernel validates val/len.
-        let r = unsafe { next::setsockopt(fd, level, name, val, len) };
-        let which = match (level, name) {
-            (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => Some(fdtable::Timeout::Recv),
-            (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => Some(fdtable::Timeout::Send),
-            _ => None,
-        };
-        if let Some(which) = which {
-            if r == 0 && crate::is_patched() && fdtable::flags(fd) & (fdtable::MANAGED | fdtable::KNOWN) != 0 {
-                // SAFETY: the kernel accepted a timeval of `len` bytes here.
-                let tv = unsafe { &*(val as *const libc::timeval) };
-                let d = std::time::Duration::from_secs(tv.tv_sec.max(0) as u64)
-                    + std::time::Duration::from_micros(tv.tv_usec.max(0) as u64);
-                fdtable::set_timeout(fd, which, (!d.is_zero()).then_some(d));
-            }
-        }
-        r
-    })
-}
-
-/// `close(2)`: fibers waiting on the fd wake with `EBADF`; its registration
-/// and bookkeeping go before the number can be reused.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_close")]
-pub unsafe extern "C" fn close(fd: c_int) -> c_int {
-    crate::real::guard("close", || {
-        // Even unpatched: a Rust API user may have waited on this fd through
-        // greenhook::io, and a registration that outlives the fd would
-        // swallow the events of the next fd given the same number.
-        hub::forget_fd(fd);
-        if crate::is_patched() {
-            fdtable::forget(fd);
-        }
-        // SAFETY: forwarded unchanged.
-        unsafe { next::close(fd) }
-    })
-}
-
 /// Forgets every fd in `[first, last]` that greenhook knows of (the hub's
 /// registrations and the fd table), before a bulk close.
-fn forget_range(first: libc::c_uint, last: libc::c_uint) {
+fn forget_range(first: c_uint, last: c_uint) {
     let high = fdtable::high().max(hub::registered_high());
     let last = (last as usize).min(high.saturating_sub(1));
     for fd in first as usize..=last {
@@ -582,66 +523,17 @@ pub(crate) fn before_raw_close(n: libc::c_long, a1: libc::c_long, a2: libc::c_lo
     if n == libc::SYS_close {
         if let Ok(fd) = c_int::try_from(a1) {
             if fd >= 0 {
-                forget_range(fd as libc::c_uint, fd as libc::c_uint);
+                forget_range(fd as c_uint, fd as c_uint);
             }
         }
     } else {
-        before_close_range(a1 as libc::c_uint, a2 as libc::c_uint, a3 as c_int);
+        before_close_range(a1 as c_uint, a2 as c_uint, a3 as c_int);
     }
 }
 
 /// What `close_range` needs first, unless it only sets close-on-exec.
-fn before_close_range(first: libc::c_uint, last: libc::c_uint, flags: c_int) {
-    if flags as libc::c_uint & libc::CLOSE_RANGE_CLOEXEC == 0 && first <= last {
+fn before_close_range(first: c_uint, last: c_uint, flags: c_int) {
+    if flags as c_uint & libc::CLOSE_RANGE_CLOEXEC == 0 && first <= last {
         forget_range(first, last);
     }
-}
-
-/// `close_range(2)`: like `close` for each fd of the range (unless it only
-/// sets close-on-exec).
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_close_range")]
-pub unsafe extern "C" fn close_range(first: libc::c_uint, last: libc::c_uint, flags: c_int) -> c_int {
-    crate::real::guard("close_range", || {
-        before_close_range(first, last, flags);
-        // SAFETY: forwarded unchanged.
-        unsafe { next::close_range(first, last, flags) }
-    })
-}
-
-/// `closefrom(3)` (glibc 2.34+): like `close` for every fd from `low` on.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_closefrom")]
-pub unsafe extern "C" fn closefrom(low: c_int) {
-    crate::real::guard("closefrom", || {
-        if low >= 0 {
-            forget_range(low as libc::c_uint, libc::c_uint::MAX);
-        }
-        // SAFETY: forwarded unchanged.
-        unsafe { next::closefrom(low) }
-    })
-}
-
-// Entries of the interpose table (see `real::interpose!`).
-crate::real::interpose! {
-    socket,
-    socketpair,
-    pipe2,
-    pipe,
-    eventfd,
-    timerfd_create,
-    signalfd,
-    inotify_init1,
-    inotify_init,
-    dup,
-    posix_spawn_file_actions_adddup2,
-    dup2,
-    dup3,
-    fcntl,
-    fcntl64,
-    ioctl,
-    setsockopt,
-    close,
-    close_range,
-    closefrom,
 }

@@ -1,4 +1,5 @@
-//! What greenhook knows about each file descriptor, process-wide.
+//! What greenhook knows about each file descriptor, process-wide: one
+//! entry per fd, seen through an [`Fd`].
 //!
 //! An fd is **managed** when it was created through our hooks while patched
 //! (`socket`, `accept`, `pipe`, `socketpair`, `dup`…). Its open file
@@ -8,8 +9,11 @@
 //! timeouts (`SO_RCVTIMEO`/`SO_SNDTIMEO`) are kept here too, because the
 //! kernel never applies them to a non-blocking socket.
 //!
-//! The table is a lazily allocated two-level array of atomics: a lookup on
-//! the hot path is two loads and no lock.
+//! The table is an array of atomics: the first 1024 fds (where nearly
+//! every program's fds are) in a static block, where a look-up is a bounds
+//! check and an index; higher fds in lazily allocated chunks, one more load.
+//! No lock either way. A hook looks its fd up once ([`Fd::of`]) and asks
+//! that one view everything it needs.
 
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -29,7 +33,7 @@ pub const KNOWN: u32 = 8;
 const CHUNK: usize = 1024;
 const CHUNKS: usize = 4096; // up to 4M fds
 
-#[derive(Default)]
+/// What is known of one fd.
 struct Entry {
     flags: AtomicU32,
     /// Which open file description this fd refers to: dups share the id.
@@ -46,9 +50,22 @@ static NEXT_GROUP: AtomicU64 = AtomicU64::new(1);
 /// One past the highest fd ever recorded: bounds the group scans.
 static HIGH: AtomicU32 = AtomicU32::new(0);
 
+/// Entries of fds `0..CHUNK`.
+static FIRST: [Entry; CHUNK] = [const { Entry::empty() }; CHUNK];
+/// Chunks of `CHUNK` entries for the higher fds (slot 0 stays null: those
+/// fds are in [`FIRST`]).
 static TABLE: [AtomicPtr<Entry>; CHUNKS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; CHUNKS];
 
+#[inline]
 fn entry(fd: i32) -> Option<&'static Entry> {
+    // A negative fd wraps to a huge index: not in FIRST, and rejected below.
+    match FIRST.get(fd as u32 as usize) {
+        Some(e) => Some(e),
+        None => higher_entry(fd),
+    }
+}
+
+fn higher_entry(fd: i32) -> Option<&'static Entry> {
     if fd < 0 {
         return None;
     }
@@ -58,8 +75,10 @@ fn entry(fd: i32) -> Option<&'static Entry> {
     (!p.is_null()).then(|| unsafe { &*p.add(i) })
 }
 
+/// The entry of `fd`, allocated if need be; `fd` counts towards [`high`].
 fn entry_or_create(fd: i32) -> Option<&'static Entry> {
     if let Some(e) = entry(fd) {
+        HIGH.fetch_max(fd as u32 + 1, Ordering::Relaxed);
         return Some(e);
     }
     if fd < 0 {
@@ -67,36 +86,160 @@ fn entry_or_create(fd: i32) -> Option<&'static Entry> {
     }
     let c = fd as usize / CHUNK;
     let slot = TABLE.get(c)?;
-    let fresh: Box<[Entry]> = (0..CHUNK).map(|_| Entry::default()).collect();
+    let fresh: Box<[Entry]> = (0..CHUNK).map(|_| Entry::empty()).collect();
     let fresh = Box::into_raw(fresh) as *mut Entry;
     if let Err(_existing) = slot.compare_exchange(std::ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
         // SAFETY: we just allocated `fresh` and lost the race; nobody saw it.
         drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(fresh, CHUNK)) });
     }
+    HIGH.fetch_max(fd as u32 + 1, Ordering::Relaxed);
     entry(fd)
 }
 
-/// The flags of `fd` (0 for unknown fds).
-#[inline]
-pub fn flags(fd: i32) -> u32 {
-    entry(fd).map_or(0, |e| e.flags.load(Ordering::Relaxed))
+impl Entry {
+    /// Nothing known.
+    const fn empty() -> Entry {
+        Entry {
+            flags: AtomicU32::new(0),
+            group: AtomicU64::new(0),
+            rcvtimeo: AtomicU64::new(0),
+            sndtimeo: AtomicU64::new(0),
+        }
+    }
+
+    /// Starts a new description: a group of its own and these flags.
+    fn start(&self, flags: u32) {
+        self.group
+            .store(NEXT_GROUP.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
+        self.flags.store(flags, Ordering::Relaxed);
+    }
+
+    /// Runs `f` on this entry and on every other fd of its description.
+    /// Rare (fcntl, setsockopt): a scan up to the highest fd is fine.
+    fn for_description(&'static self, f: impl Fn(&Entry)) {
+        let g = self.group.load(Ordering::Relaxed);
+        f(self);
+        if g == 0 {
+            return;
+        }
+        for other in 0..HIGH.load(Ordering::Relaxed) as i32 {
+            if let Some(o) = entry(other) {
+                if !std::ptr::eq(o, self)
+                    && o.group.load(Ordering::Relaxed) == g
+                    && o.flags.load(Ordering::Relaxed) & (MANAGED | KNOWN) != 0
+                {
+                    f(o);
+                }
+            }
+        }
+    }
 }
 
-/// Whether a blocking call on `fd` waits on the hub: managed, and the user
-/// did not ask for non-blocking behaviour.
-#[inline]
-pub fn waits_on_hub(fd: i32) -> bool {
-    flags(fd) & (MANAGED | USER_NONBLOCK) == MANAGED
+/// One fd as the table sees it: its number and its entry, looked up once
+/// ([`Fd::of`]). An fd the table has never recorded has no entry: no
+/// flags, no timeouts, and the changes below do nothing to it.
+#[derive(Clone, Copy)]
+pub struct Fd {
+    raw: i32,
+    entry: Option<&'static Entry>,
+}
+
+impl Fd {
+    /// Looks `fd` up.
+    #[inline]
+    pub fn of(fd: i32) -> Fd {
+        Fd {
+            raw: fd,
+            entry: entry(fd),
+        }
+    }
+
+    /// The fd number.
+    #[inline]
+    pub fn raw(self) -> i32 {
+        self.raw
+    }
+
+    /// The flags (0 for an fd never recorded).
+    #[inline]
+    pub fn flags(self) -> u32 {
+        self.entry.map_or(0, |e| e.flags.load(Ordering::Relaxed))
+    }
+
+    /// Whether a blocking call on this fd waits on the hub: managed, and
+    /// the user did not ask for non-blocking behaviour.
+    #[inline]
+    pub fn waits_on_hub(self) -> bool {
+        self.flags() & (MANAGED | USER_NONBLOCK) == MANAGED
+    }
+
+    /// Whether the fd was seen to be a regular file.
+    #[inline]
+    pub fn is_regular_file(self) -> bool {
+        self.flags() & FILE != 0
+    }
+
+    /// The socket timeout, if any.
+    #[inline]
+    pub fn timeout(self, which: Timeout) -> Option<Duration> {
+        let e = self.entry?;
+        let us = match which {
+            Timeout::Recv => e.rcvtimeo.load(Ordering::Relaxed),
+            Timeout::Send => e.sndtimeo.load(Ordering::Relaxed),
+        };
+        (us != 0).then(|| Duration::from_micros(us))
+    }
+
+    /// Records what `F_GETFL` and `fstat` said of an fd we did not create,
+    /// and returns the fd's view with it.
+    pub fn set_known(self, nonblock: bool, regular_file: bool) -> Fd {
+        let entry = entry_or_create(self.raw);
+        if let Some(e) = entry {
+            e.start(KNOWN | if nonblock { USER_NONBLOCK } else { 0 } | if regular_file { FILE } else { 0 });
+        }
+        Fd { raw: self.raw, entry }
+    }
+
+    /// Sets or clears the user's `O_NONBLOCK` on a managed or known fd (and
+    /// its dups).
+    pub fn set_user_nonblock(self, on: bool) {
+        let Some(e) = self.entry else { return };
+        e.for_description(|e| {
+            if on {
+                e.flags.fetch_or(USER_NONBLOCK, Ordering::Relaxed);
+            } else {
+                e.flags.fetch_and(!USER_NONBLOCK, Ordering::Relaxed);
+            }
+        });
+    }
+
+    /// Stores a socket timeout (None = no timeout) for the socket behind
+    /// this fd.
+    pub fn set_timeout(self, which: Timeout, t: Option<Duration>) {
+        let Some(e) = self.entry else { return };
+        let us = t.map_or(0, |d| (d.as_micros().min(u64::MAX as u128) as u64).max(1));
+        e.for_description(|e| match which {
+            Timeout::Recv => e.rcvtimeo.store(us, Ordering::Relaxed),
+            Timeout::Send => e.sndtimeo.store(us, Ordering::Relaxed),
+        });
+    }
+
+    /// Turns a managed fd (and every dup of its description) into a known
+    /// foreign blocking fd: the caller has just cleared `O_NONBLOCK`
+    /// underneath (stdio took it over). Socket timeouts are kept.
+    pub fn unmanage(self) {
+        let Some(e) = self.entry else { return };
+        e.for_description(|e| {
+            let f = e.flags.load(Ordering::Relaxed);
+            e.flags.store(KNOWN | (f & (USER_NONBLOCK | SOCKET)), Ordering::Relaxed);
+        });
+    }
 }
 
 /// Records a freshly created managed fd.
 pub fn set_managed(fd: i32, user_nonblock: bool, socket: bool) {
     if let Some(e) = entry_or_create(fd) {
-        HIGH.fetch_max(fd as u32 + 1, Ordering::Relaxed);
-        e.group
-            .store(NEXT_GROUP.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
-        let f = MANAGED | if user_nonblock { USER_NONBLOCK } else { 0 } | if socket { SOCKET } else { 0 };
-        e.flags.store(f, Ordering::Relaxed);
+        e.start(MANAGED | if user_nonblock { USER_NONBLOCK } else { 0 } | if socket { SOCKET } else { 0 });
         e.rcvtimeo.store(0, Ordering::Relaxed);
         e.sndtimeo.store(0, Ordering::Relaxed);
     }
@@ -111,7 +254,6 @@ pub fn copy(from: i32, to: i32) {
         return;
     };
     if let Some(dst) = entry_or_create(to) {
-        HIGH.fetch_max(to as u32 + 1, Ordering::Relaxed);
         dst.group.store(src.group.load(Ordering::Relaxed), Ordering::Relaxed);
         dst.flags.store(src.flags.load(Ordering::Relaxed), Ordering::Relaxed);
         dst.rcvtimeo
@@ -131,68 +273,9 @@ pub fn forget(fd: i32) {
     }
 }
 
-/// Runs `f` on `fd`'s entry and on every other fd of its description.
-/// Rare (fcntl, setsockopt): a scan up to the highest fd is fine.
-fn for_description(fd: i32, f: impl Fn(&Entry)) {
-    let Some(e) = entry(fd) else { return };
-    let g = e.group.load(Ordering::Relaxed);
-    f(e);
-    if g == 0 {
-        return;
-    }
-    for other in 0..HIGH.load(Ordering::Relaxed) as i32 {
-        if other == fd {
-            continue;
-        }
-        if let Some(o) = entry(other) {
-            if o.group.load(Ordering::Relaxed) == g && o.flags.load(Ordering::Relaxed) & (MANAGED | KNOWN) != 0 {
-                f(o);
-            }
-        }
-    }
-}
-
-/// Records what `F_GETFL` and `fstat` said of an fd we did not create.
-pub fn set_known(fd: i32, nonblock: bool, regular_file: bool) {
-    if let Some(e) = entry_or_create(fd) {
-        HIGH.fetch_max(fd as u32 + 1, Ordering::Relaxed);
-        e.group
-            .store(NEXT_GROUP.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
-        let f = KNOWN | if nonblock { USER_NONBLOCK } else { 0 } | if regular_file { FILE } else { 0 };
-        e.flags.store(f, Ordering::Relaxed);
-    }
-}
-
-/// Turns a managed fd (and every dup of its description) into a known
-/// foreign blocking fd: the caller has just cleared `O_NONBLOCK` underneath
-/// (stdio took it over). Socket timeouts are kept.
-pub fn unmanage(fd: i32) {
-    for_description(fd, |e| {
-        let f = e.flags.load(Ordering::Relaxed);
-        e.flags.store(KNOWN | (f & (USER_NONBLOCK | SOCKET)), Ordering::Relaxed);
-    });
-}
-
 /// One past the highest fd ever recorded.
 pub fn high() -> usize {
     HIGH.load(Ordering::Relaxed) as usize
-}
-
-/// Whether `fd` was seen to be a regular file.
-#[inline]
-pub fn is_regular_file(fd: i32) -> bool {
-    flags(fd) & FILE != 0
-}
-
-/// Sets or clears the user's `O_NONBLOCK` on a managed or known fd (and its dups).
-pub fn set_user_nonblock(fd: i32, on: bool) {
-    for_description(fd, |e| {
-        if on {
-            e.flags.fetch_or(USER_NONBLOCK, Ordering::Relaxed);
-        } else {
-            e.flags.fetch_and(!USER_NONBLOCK, Ordering::Relaxed);
-        }
-    });
 }
 
 /// Which socket timeout.
@@ -202,24 +285,4 @@ pub enum Timeout {
     Recv,
     /// `SO_SNDTIMEO`
     Send,
-}
-
-/// Stores a socket timeout (None = no timeout) for the socket behind `fd`.
-pub fn set_timeout(fd: i32, which: Timeout, t: Option<Duration>) {
-    let us = t.map_or(0, |d| (d.as_micros().min(u64::MAX as u128) as u64).max(1));
-    for_description(fd, |e| match which {
-        Timeout::Recv => e.rcvtimeo.store(us, Ordering::Relaxed),
-        Timeout::Send => e.sndtimeo.store(us, Ordering::Relaxed),
-    });
-}
-
-/// The socket timeout of `fd`, if any.
-#[inline]
-pub fn timeout(fd: i32, which: Timeout) -> Option<Duration> {
-    let e = entry(fd)?;
-    let us = match which {
-        Timeout::Recv => e.rcvtimeo.load(Ordering::Relaxed),
-        Timeout::Send => e.sndtimeo.load(Ordering::Relaxed),
-    };
-    (us != 0).then(|| Duration::from_micros(us))
 }

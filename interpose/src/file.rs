@@ -17,31 +17,26 @@
 //! Only fds in a cooperative context take this path (elsewhere nothing could
 //! run meanwhile); the fd table remembers which fds are regular files.
 
-use libc::{c_int, c_void, iovec, off_t, ssize_t};
+use libc::{c_int, c_uint, c_void, iovec, off64_t, off_t, size_t, ssize_t};
 
 use crate::errno;
+use crate::fdtable::Fd;
+use crate::gate::cooperative;
+use crate::hook::hook;
+use crate::offload;
 
 mod next {
-    use libc::{c_int, c_uint, c_void, iovec, off64_t, off_t, size_t, ssize_t};
+    use libc::{c_int, iovec, off_t, ssize_t};
     crate::real::real! {
         fn preadv2(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t, flags: c_int) -> ssize_t;
-        fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t;
-        fn pread64(fd: c_int, buf: *mut c_void, n: size_t, off: off64_t) -> ssize_t;
-        fn preadv64(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t) -> ssize_t;
-        fn fsync(fd: c_int) -> c_int;
-        fn fdatasync(fd: c_int) -> c_int;
-        fn syncfs(fd: c_int) -> c_int;
-        fn sync_file_range(fd: c_int, off: off64_t, n: off64_t, flags: c_uint) -> c_int;
     }
 }
 
 /// Whether `fd` is a regular file used where fibers could run meanwhile.
 #[inline]
-pub(crate) fn offloadable(fd: c_int) -> bool {
-    crate::gate::cooperative() && crate::fdtable::is_regular_file(fd)
+fn offloadable(fd: c_int) -> bool {
+    cooperative() && Fd::of(fd).is_regular_file()
 }
-
-use crate::offload;
 
 /// A read of a regular file at `off` (-1: the file offset, which the read
 /// advances): from the page cache if it can be had without blocking, else on
@@ -70,9 +65,9 @@ pub(crate) unsafe fn read_at(fd: c_int, iov: *const iovec, cnt: c_int, off: off_
         // before this closure has finished.
         unsafe {
             if off < 0 {
-                next::readv(fd, iov, cnt)
+                crate::io::readv::real(fd, iov, cnt)
             } else {
-                next::preadv64(fd, iov, cnt, off)
+                preadv64::real(fd, iov, cnt, off)
             }
         }
     })
@@ -83,86 +78,8 @@ pub(crate) unsafe fn read_at(fd: c_int, iov: *const iovec, cnt: c_int, off: off_
 /// # Safety
 /// `buf` is valid for `n` bytes of writes.
 pub(crate) unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> ssize_t {
-    let iov = iovec {
-        iov_base: buf,
-        iov_len: n,
-    };
-    // SAFETY: one iovec over the caller's buffer.
-    unsafe { read_at(fd, &iov, 1, -1) }
-}
-
-macro_rules! offloaded {
-    ($(fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {$(
-        #[doc = concat!("`", stringify!($name), "(2)`: on the offload pool when fibers could run meanwhile.")]
-        #[cfg_attr(not(greenhook_table), no_mangle)]
-        #[cfg_attr(greenhook_table, export_name = concat!("greenhook_", stringify!($name)))]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-            crate::real::guard(stringify!($name), || {
-                if !crate::gate::cooperative() {
-                    // SAFETY: forwarded unchanged.
-                    return unsafe { next::$name($($arg),*) };
-                }
-                // SAFETY: forwarded unchanged, on another thread; plain values.
-                offload(move || unsafe { next::$name($($arg),*) })
-            })
-        }
-        crate::real::interpose!($name);
-    )*};
-}
-
-offloaded! {
-    fn fsync(fd: c_int) -> c_int;
-    fn fdatasync(fd: c_int) -> c_int;
-    fn syncfs(fd: c_int) -> c_int;
-    fn sync_file_range(fd: c_int, off: libc::off64_t, n: libc::off64_t, flags: libc::c_uint) -> c_int;
-}
-
-/// `pread(2)`: regular files are read without stalling the hub.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_pread")]
-pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: libc::size_t, off: off_t) -> ssize_t {
-    crate::real::guard("pread", || {
-        if !offloadable(fd) || off < 0 {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::pread64(fd, buf, n, off) };
-        }
-        let iov = iovec {
-            iov_base: buf,
-            iov_len: n,
-        };
-        // SAFETY: one iovec over the caller's buffer.
-        unsafe { read_at(fd, &iov, 1, off) }
-    })
-}
-
-/// `pread64` is the same call on 64-bit glibc.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_pread64")]
-pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, n: libc::size_t, off: off_t) -> ssize_t {
-    // SAFETY: same contract.
-    unsafe { pread(fd, buf, n, off) }
-}
-
-/// `preadv(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_preadv")]
-pub unsafe extern "C" fn preadv(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
-    crate::real::guard("preadv", || {
-        if !offloadable(fd) || off < 0 {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::preadv64(fd, iov, cnt, off) };
-        }
-        // SAFETY: the caller's iovecs.
-        unsafe { read_at(fd, iov, cnt, off) }
-    })
-}
-
-/// `preadv64` is the same call on 64-bit glibc.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_preadv64")]
-pub unsafe extern "C" fn preadv64(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
-    // SAFETY: same contract.
-    unsafe { preadv(fd, iov, cnt, off) }
+    // SAFETY: caller's contract.
+    unsafe { read_one_at(fd, buf, n, -1) }
 }
 
 /// `readv` on a regular file.
@@ -175,10 +92,74 @@ pub(crate) unsafe fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t 
     unsafe { read_at(fd, iov, cnt, -1) }
 }
 
-// Entries of the interpose table (see `real::interpose!`).
-crate::real::interpose! {
-    pread,
-    pread64,
-    preadv,
-    preadv64,
+hook! {
+    /// `fsync(2)`: on the offload pool when fibers could run meanwhile.
+    #[gate(cooperative())]
+    [file] fn fsync(fd: c_int) -> c_int {
+        // SAFETY: forwarded unchanged, on another thread; plain values.
+        offload(move || unsafe { fsync::real(fd) })
+    }
+
+    /// `fdatasync(2)`: on the offload pool when fibers could run meanwhile.
+    #[gate(cooperative())]
+    [file] fn fdatasync(fd: c_int) -> c_int {
+        // SAFETY: forwarded unchanged, on another thread; plain values.
+        offload(move || unsafe { fdatasync::real(fd) })
+    }
+
+    /// `syncfs(2)`: on the offload pool when fibers could run meanwhile.
+    #[gate(cooperative())]
+    [file] fn syncfs(fd: c_int) -> c_int {
+        // SAFETY: forwarded unchanged, on another thread; plain values.
+        offload(move || unsafe { syncfs::real(fd) })
+    }
+
+    /// `sync_file_range(2)`: on the offload pool when fibers could run
+    /// meanwhile.
+    #[gate(cooperative())]
+    [file] fn sync_file_range(fd: c_int, off: off64_t, n: off64_t, flags: c_uint) -> c_int {
+        // SAFETY: forwarded unchanged, on another thread; plain values.
+        offload(move || unsafe { sync_file_range::real(fd, off, n, flags) })
+    }
+
+    /// `pread(2)`: regular files are read without stalling the hub.
+    #[gate(offloadable(fd) && off >= 0)]
+    [file] fn pread(fd: c_int, buf: *mut c_void, n: size_t, off: off_t) -> ssize_t {
+        // SAFETY: the caller's buffer of n bytes.
+        unsafe { read_one_at(fd, buf, n, off) }
+    }
+
+    /// `pread64(2)`: the same call on 64-bit glibc.
+    #[gate(offloadable(fd) && off >= 0)]
+    [file] fn pread64(fd: c_int, buf: *mut c_void, n: size_t, off: off64_t) -> ssize_t {
+        // SAFETY: the caller's buffer of n bytes.
+        unsafe { read_one_at(fd, buf, n, off) }
+    }
+
+    /// `preadv(2)`.
+    #[gate(offloadable(fd) && off >= 0)]
+    [file] fn preadv(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
+        // SAFETY: the caller's iovecs.
+        unsafe { read_at(fd, iov, cnt, off) }
+    }
+
+    /// `preadv64(2)`: the same call on 64-bit glibc.
+    #[gate(offloadable(fd) && off >= 0)]
+    [file] fn preadv64(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t) -> ssize_t {
+        // SAFETY: the caller's iovecs.
+        unsafe { read_at(fd, iov, cnt, off) }
+    }
+}
+
+/// A read of `n` bytes into `buf` at `off`, as [`read_at`].
+///
+/// # Safety
+/// `buf` is valid for `n` bytes of writes.
+unsafe fn read_one_at(fd: c_int, buf: *mut c_void, n: size_t, off: off_t) -> ssize_t {
+    let iov = iovec {
+        iov_base: buf,
+        iov_len: n,
+    };
+    // SAFETY: one iovec over the caller's buffer.
+    unsafe { read_at(fd, &iov, 1, off) }
 }

@@ -28,12 +28,8 @@ use std::time::Instant;
 
 use libc::{c_long, timespec};
 
-mod next {
-    use crate::real::real;
-    real! {
-        fn syscall(n: libc::c_long, a1: libc::c_long, a2: libc::c_long, a3: libc::c_long, a4: libc::c_long, a5: libc::c_long, a6: libc::c_long) -> libc::c_long;
-    }
-}
+use crate::gate::cooperative;
+use crate::hook::hook;
 
 const FUTEX_WAIT: i32 = 0;
 const FUTEX_WAKE: i32 = 1;
@@ -92,30 +88,19 @@ static TABLE: SpinLock<BTreeMap<usize, VecDeque<Entry>>> = SpinLock::new(BTreeMa
 static WAITERS: AtomicUsize = AtomicUsize::new(0);
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// The `syscall` hook: futexes cooperate (below); `SYS_close` and
-/// `SYS_close_range` drop greenhook's bookkeeping of the fds first, as the
-/// `close` hooks do (a registration left behind would swallow the events of
-/// the next fd given the same number); every other call passes through, as
-/// raw as the caller asked.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_syscall")]
-pub unsafe extern "C" fn syscall(
-    n: c_long,
-    a1: c_long,
-    a2: c_long,
-    a3: c_long,
-    a4: c_long,
-    a5: c_long,
-    a6: c_long,
-) -> c_long {
-    if n != libc::SYS_futex {
-        if n == libc::SYS_close || n == libc::SYS_close_range {
-            crate::real::guard("syscall", || crate::fd::before_raw_close(n, a1, a2, a3));
+hook! {
+    /// The `syscall` hook: futexes cooperate (below); `SYS_close` and
+    /// `SYS_close_range` drop greenhook's bookkeeping of the fds first, as
+    /// the `close` hooks do (a registration left behind would swallow the
+    /// events of the next fd given the same number); every other call
+    /// passes through, as raw as the caller asked.
+    #[gate(n == libc::SYS_futex || n == libc::SYS_close || n == libc::SYS_close_range)]
+    [futex] fn syscall(n: c_long, a1: c_long, a2: c_long, a3: c_long, a4: c_long, a5: c_long, a6: c_long) -> c_long {
+        if n != libc::SYS_futex {
+            crate::fd::before_raw_close(n, a1, a2, a3);
+            // SAFETY: forwarded unchanged.
+            return unsafe { syscall::real(n, a1, a2, a3, a4, a5, a6) };
         }
-        // SAFETY: forwarded unchanged.
-        return unsafe { next::syscall(n, a1, a2, a3, a4, a5, a6) };
-    }
-    crate::real::guard("syscall", || {
         let uaddr = a1 as usize;
         let op = a2 as i32;
         let cmd = op & !(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
@@ -136,7 +121,7 @@ pub unsafe extern "C" fn syscall(
                         Ok(woken as c_long)
                     } else {
                         // SAFETY: a real futex wake for the remainder, same arguments otherwise.
-                        let k = unsafe { next::syscall(n, a1, a2, (want - woken) as c_long, a4, a5, a6) };
+                        let k = unsafe { syscall::real(n, a1, a2, (want - woken) as c_long, a4, a5, a6) };
                         if k < 0 {
                             if woken > 0 {
                                 Ok(woken as c_long)
@@ -149,7 +134,7 @@ pub unsafe extern "C" fn syscall(
                     }
                 }
             }
-            FUTEX_WAIT | FUTEX_WAIT_BITSET if uaddr != 0 && crate::gate::patched() && crate::gate::can_yield() => {
+            FUTEX_WAIT | FUTEX_WAIT_BITSET if uaddr != 0 && cooperative() => {
                 let bitset = if cmd == FUTEX_WAIT {
                     FUTEX_BITSET_MATCH_ANY
                 } else {
@@ -159,7 +144,6 @@ pub unsafe extern "C" fn syscall(
                 if bitset == 0 || !uaddr.is_multiple_of(4) {
                     Err(libc::EINVAL)
                 } else {
-                    // SAFETY: the caller passes a timespec pointer or null, as for the kernel.
                     match deadline(ts, cmd == FUTEX_WAIT, realtime) {
                         Err(e) => Err(e),
                         Ok(d) => wait(uaddr, a3 as u32, bitset, d).map(|()| 0),
@@ -167,13 +151,13 @@ pub unsafe extern "C" fn syscall(
                 }
             }
             // SAFETY: forwarded unchanged.
-            _ => return unsafe { next::syscall(n, a1, a2, a3, a4, a5, a6) },
+            _ => return unsafe { syscall::real(n, a1, a2, a3, a4, a5, a6) },
         };
         match r {
             Ok(v) => v,
             Err(e) => crate::errno::fail(e),
         }
-    })
+    }
 }
 
 /// Converts a futex timeout to a deadline: relative (FUTEX_WAIT) or absolute
@@ -271,9 +255,4 @@ fn wake(uaddr: usize, n: usize, bitset: u32) -> usize {
     let k = woken.len();
     drop(woken); // outside the lock: each drop wakes its fiber
     k
-}
-
-// Entries of the interpose table (see `real::interpose!`).
-crate::real::interpose! {
-    syscall,
 }

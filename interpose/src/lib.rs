@@ -46,6 +46,8 @@ pub mod dns;
 #[cfg(greenhook_linux_hooks)]
 pub mod fd;
 #[cfg(greenhook_linux_hooks)]
+pub(crate) mod fdwait;
+#[cfg(greenhook_linux_hooks)]
 pub mod file;
 #[cfg(greenhook_linux_hooks)]
 pub mod fortify;

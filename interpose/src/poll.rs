@@ -16,21 +16,8 @@ use hub::Interest;
 use libc::{c_int, epoll_event, fd_set, nfds_t, pollfd, sigset_t, timespec, timeval};
 
 use crate::errno;
-
-mod next {
-    use libc::{c_int, epoll_event, fd_set, nfds_t, pollfd, sigset_t, timespec, timeval};
-    crate::real::real! {
-        fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int;
-        fn ppoll(fds: *mut pollfd, n: nfds_t, t: *const timespec, mask: *const sigset_t) -> c_int;
-        fn select(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mut fd_set, t: *mut timeval) -> c_int;
-        fn pselect(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mut fd_set, t: *const timespec, m: *const sigset_t) -> c_int;
-        fn epoll_wait(ep: c_int, ev: *mut epoll_event, max: c_int, timeout: c_int) -> c_int;
-        fn epoll_pwait(ep: c_int, ev: *mut epoll_event, max: c_int, timeout: c_int, m: *const sigset_t) -> c_int;
-        fn epoll_pwait2(ep: c_int, ev: *mut epoll_event, max: c_int, t: *const timespec, m: *const sigset_t) -> c_int;
-    }
-}
-
 use crate::gate::cooperative;
+use crate::hook::hook;
 
 enum Waited {
     /// Something may be ready: ask the kernel again.
@@ -104,62 +91,6 @@ unsafe fn poll_interest(fds: *const pollfd, n: nfds_t) -> Vec<(c_int, Interest)>
     v
 }
 
-/// `poll(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_poll")]
-pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
-    crate::real::guard("poll", || {
-        if !cooperative() || timeout == 0 {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::poll(fds, n, timeout) };
-        }
-        crate::cancel_point();
-        let deadline = crate::deadline::millis(timeout);
-        // SAFETY: forwarded with a zero timeout.
-        let r = unsafe { next::poll(fds, n, 0) };
-        if r != 0 {
-            return r;
-        }
-        // SAFETY: the kernel accepted the array.
-        let interest = unsafe { poll_interest(fds, n) };
-        // SAFETY: forwarded with a zero timeout.
-        multiplex(&interest, deadline, || unsafe { next::poll(fds, n, 0) })
-    })
-}
-
-/// `ppoll(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_ppoll")]
-pub unsafe extern "C" fn ppoll(fds: *mut pollfd, n: nfds_t, t: *const timespec, mask: *const sigset_t) -> c_int {
-    crate::real::guard("ppoll", || {
-        let deadline = crate::deadline::relative(t);
-        let zero = timespec { tv_sec: 0, tv_nsec: 0 };
-        let is_zero = deadline.is_ok() && !t.is_null() && {
-            // SAFETY: non-null caller pointer.
-            let ts = unsafe { &*t };
-            ts.tv_sec == 0 && ts.tv_nsec == 0
-        };
-        if !cooperative() || is_zero {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::ppoll(fds, n, t, mask) };
-        }
-        let deadline = match deadline {
-            Ok(d) => d,
-            Err(e) => return errno::fail(e),
-        };
-        crate::cancel_point();
-        // SAFETY: forwarded with a zero timeout.
-        let r = unsafe { next::ppoll(fds, n, &zero, mask) };
-        if r != 0 {
-            return r;
-        }
-        // SAFETY: the kernel accepted the array.
-        let interest = unsafe { poll_interest(fds, n) };
-        // SAFETY: forwarded with a zero timeout.
-        multiplex(&interest, deadline, || unsafe { next::ppoll(fds, n, &zero, mask) })
-    })
-}
-
 struct Sets {
     r: Option<fd_set>,
     w: Option<fd_set>,
@@ -215,31 +146,84 @@ impl Sets {
     }
 }
 
-/// `select(2)`; like Linux, updates `*t` with the time not slept.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_select")]
-pub unsafe extern "C" fn select(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mut fd_set, t: *mut timeval) -> c_int {
-    crate::real::guard("select", || {
-        // SAFETY: non-null caller pointer.
+fn epoll_common(ep: c_int, deadline: Option<Instant>, mut probe: impl FnMut() -> c_int) -> c_int {
+    crate::cancel_point();
+    let r = probe();
+    if r != 0 {
+        return r;
+    }
+    multiplex(&[(ep, Interest::Readable)], deadline, probe)
+}
+
+/// Whether a timeout pointer asks for no wait at all (a zero timespec).
+fn zero_timeout(t: *const timespec) -> bool {
+    // SAFETY: null or the caller's timespec, as the call requires.
+    unsafe { t.as_ref() }.is_some_and(|ts| ts.tv_sec == 0 && ts.tv_nsec == 0)
+}
+
+hook! {
+    /// `poll(2)`.
+    #[gate(cooperative() && timeout != 0)]
+    [poll] fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
+        crate::cancel_point();
+        let deadline = crate::deadline::millis(timeout);
+        // SAFETY: forwarded with a zero timeout.
+        let probe = || unsafe { poll::real(fds, n, 0) };
+        let r = probe();
+        if r != 0 {
+            return r;
+        }
+        // SAFETY: the kernel accepted the array.
+        let interest = unsafe { poll_interest(fds, n) };
+        multiplex(&interest, deadline, probe)
+    }
+
+    /// `ppoll(2)`.
+    [poll] fn ppoll(fds: *mut pollfd, n: nfds_t, t: *const timespec, mask: *const sigset_t) -> c_int {
+        let deadline = crate::deadline::relative(t);
+        if !cooperative() || (deadline.is_ok() && zero_timeout(t)) {
+            // SAFETY: forwarded unchanged.
+            return unsafe { ppoll::real(fds, n, t, mask) };
+        }
+        let deadline = match deadline {
+            Ok(d) => d,
+            Err(e) => return errno::fail(e),
+        };
+        crate::cancel_point();
+        let zero = timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: forwarded with a zero timeout.
+        let probe = || unsafe { ppoll::real(fds, n, &zero, mask) };
+        let r = probe();
+        if r != 0 {
+            return r;
+        }
+        // SAFETY: the kernel accepted the array.
+        let interest = unsafe { poll_interest(fds, n) };
+        multiplex(&interest, deadline, probe)
+    }
+
+    /// `select(2)`; like Linux, updates `*t` with the time not slept.
+    [poll] fn select(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mut fd_set, t: *mut timeval) -> c_int {
+        // SAFETY: null or the caller's timeval.
         let tv = unsafe { t.as_ref() }.copied();
         let is_zero = tv.is_some_and(|tv| tv.tv_sec == 0 && tv.tv_usec == 0);
         if !cooperative() || is_zero || n < 0 || n > libc::FD_SETSIZE as c_int {
             // SAFETY: forwarded unchanged.
-            return unsafe { next::select(n, r, w, e, t) };
+            return unsafe { select::real(n, r, w, e, t) };
         }
         let deadline = match tv {
             None => None,
             Some(tv) if tv.tv_sec < 0 || tv.tv_usec < 0 || tv.tv_usec >= 1_000_000 => {
                 return errno::fail(libc::EINVAL);
             }
-            Some(tv) => Instant::now().checked_add(Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000)),
+            Some(tv) => crate::deadline::after(Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000)),
         };
         crate::cancel_point();
         // SAFETY: the sets are the caller's (null or valid).
         let saved = unsafe { Sets::save(r, w, e) };
         let mut zero = timeval { tv_sec: 0, tv_usec: 0 };
         // SAFETY: forwarded with a zero timeout.
-        let res = unsafe { next::select(n, r, w, e, &mut zero) };
+        let res = unsafe { select::real(n, r, w, e, &mut zero) };
         if res != 0 {
             return res;
         }
@@ -249,7 +233,7 @@ pub unsafe extern "C" fn select(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mu
             unsafe {
                 saved.restore(r, w, e);
                 let mut zero = timeval { tv_sec: 0, tv_usec: 0 };
-                next::select(n, r, w, e, &mut zero)
+                select::real(n, r, w, e, &mut zero)
             }
         });
         if let (Some(d), false) = (deadline, t.is_null()) {
@@ -263,28 +247,18 @@ pub unsafe extern "C" fn select(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mu
             }
         }
         res
-    })
-}
+    }
 
-/// `pselect(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_pselect")]
-pub unsafe extern "C" fn pselect(
-    n: c_int,
-    r: *mut fd_set,
-    w: *mut fd_set,
-    e: *mut fd_set,
-    t: *const timespec,
-    m: *const sigset_t,
-) -> c_int {
-    crate::real::guard("pselect", || {
-        let zero = timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: non-null caller pointer.
-        let is_zero = unsafe { t.as_ref() }.is_some_and(|ts| ts.tv_sec == 0 && ts.tv_nsec == 0);
-        if !cooperative() || is_zero || n < 0 || n > libc::FD_SETSIZE as c_int {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::pselect(n, r, w, e, t, m) };
-        }
+    /// `pselect(2)`.
+    #[gate(cooperative() && !zero_timeout(t) && (0..=libc::FD_SETSIZE as c_int).contains(&n))]
+    [poll] fn pselect(
+        n: c_int,
+        r: *mut fd_set,
+        w: *mut fd_set,
+        e: *mut fd_set,
+        t: *const timespec,
+        m: *const sigset_t,
+    ) -> c_int {
         let deadline = match crate::deadline::relative(t) {
             Ok(d) => d,
             Err(err) => return errno::fail(err),
@@ -292,8 +266,9 @@ pub unsafe extern "C" fn pselect(
         crate::cancel_point();
         // SAFETY: the sets are the caller's (null or valid).
         let saved = unsafe { Sets::save(r, w, e) };
+        let zero = timespec { tv_sec: 0, tv_nsec: 0 };
         // SAFETY: forwarded with a zero timeout.
-        let res = unsafe { next::pselect(n, r, w, e, &zero, m) };
+        let res = unsafe { pselect::real(n, r, w, e, &zero, m) };
         if res != 0 {
             return res;
         }
@@ -302,93 +277,40 @@ pub unsafe extern "C" fn pselect(
             // SAFETY: same sets as saved; zero timeout.
             unsafe {
                 saved.restore(r, w, e);
-                next::pselect(n, r, w, e, &zero, m)
+                pselect::real(n, r, w, e, &zero, m)
             }
         })
-    })
-}
-
-fn epoll_common(ep: c_int, deadline: Option<Instant>, mut probe: impl FnMut() -> c_int) -> c_int {
-    crate::cancel_point();
-    let r = probe();
-    if r != 0 {
-        return r;
     }
-    multiplex(&[(ep, Interest::Readable)], deadline, probe)
-}
 
-/// `epoll_wait(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_epoll_wait")]
-pub unsafe extern "C" fn epoll_wait(ep: c_int, ev: *mut epoll_event, max: c_int, timeout: c_int) -> c_int {
-    crate::real::guard("epoll_wait", || {
-        if !cooperative() || timeout == 0 {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::epoll_wait(ep, ev, max, timeout) };
-        }
+    /// `epoll_wait(2)`.
+    #[gate(cooperative() && timeout != 0)]
+    [poll] fn epoll_wait(ep: c_int, ev: *mut epoll_event, max: c_int, timeout: c_int) -> c_int {
         // SAFETY: forwarded with a zero timeout.
-        epoll_common(ep, crate::deadline::millis(timeout), || unsafe {
-            next::epoll_wait(ep, ev, max, 0)
-        })
-    })
-}
+        epoll_common(ep, crate::deadline::millis(timeout), || unsafe { epoll_wait::real(ep, ev, max, 0) })
+    }
 
-/// `epoll_pwait(2)`.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_epoll_pwait")]
-pub unsafe extern "C" fn epoll_pwait(
-    ep: c_int,
-    ev: *mut epoll_event,
-    max: c_int,
-    timeout: c_int,
-    m: *const sigset_t,
-) -> c_int {
-    crate::real::guard("epoll_pwait", || {
-        if !cooperative() || timeout == 0 {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::epoll_pwait(ep, ev, max, timeout, m) };
-        }
+    /// `epoll_pwait(2)`.
+    #[gate(cooperative() && timeout != 0)]
+    [poll] fn epoll_pwait(ep: c_int, ev: *mut epoll_event, max: c_int, timeout: c_int, m: *const sigset_t) -> c_int {
         // SAFETY: forwarded with a zero timeout.
-        epoll_common(ep, crate::deadline::millis(timeout), || unsafe {
-            next::epoll_pwait(ep, ev, max, 0, m)
-        })
-    })
-}
+        epoll_common(ep, crate::deadline::millis(timeout), || unsafe { epoll_pwait::real(ep, ev, max, 0, m) })
+    }
 
-/// `epoll_pwait2(2)` (glibc 2.35+): a timespec timeout, null = forever.
-/// Zero-timeout probes go through `epoll_pwait`, which is equivalent.
-#[cfg_attr(not(greenhook_table), no_mangle)]
-#[cfg_attr(greenhook_table, export_name = "greenhook_epoll_pwait2")]
-pub unsafe extern "C" fn epoll_pwait2(
-    ep: c_int,
-    ev: *mut epoll_event,
-    max: c_int,
-    t: *const timespec,
-    m: *const sigset_t,
-) -> c_int {
-    crate::real::guard("epoll_pwait2", || {
-        // SAFETY: non-null caller pointer.
-        let is_zero = unsafe { t.as_ref() }.is_some_and(|ts| ts.tv_sec == 0 && ts.tv_nsec == 0);
-        if !cooperative() || is_zero {
-            // SAFETY: forwarded unchanged.
-            return unsafe { next::epoll_pwait2(ep, ev, max, t, m) };
-        }
+    /// `epoll_pwait2(2)` (glibc 2.35+): a timespec timeout, null = forever.
+    /// Zero-timeout probes go through `epoll_pwait`, which is equivalent.
+    #[gate(cooperative() && !zero_timeout(t))]
+    [poll] fn epoll_pwait2(
+        ep: c_int,
+        ev: *mut epoll_event,
+        max: c_int,
+        t: *const timespec,
+        m: *const sigset_t,
+    ) -> c_int {
         let deadline = match crate::deadline::relative(t) {
             Ok(d) => d,
             Err(e) => return errno::fail(e),
         };
         // SAFETY: forwarded with a zero timeout.
-        epoll_common(ep, deadline, || unsafe { next::epoll_pwait(ep, ev, max, 0, m) })
-    })
-}
-
-// Entries of the interpose table (see `real::interpose!`).
-crate::real::interpose! {
-    poll,
-    ppoll,
-    select,
-    pselect,
-    epoll_wait,
-    epoll_pwait,
-    epoll_pwait2,
+        epoll_common(ep, deadline, || unsafe { epoll_pwait::real(ep, ev, max, 0, m) })
+    }
 }

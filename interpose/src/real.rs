@@ -12,16 +12,6 @@
 //! (Apple's arm64 ABI passes variadics on the stack: the macOS port must
 //! declare those differently.)
 
-/// TEMPORARY (issue 9 conversion in progress): the old guard, for hooks
-/// not yet written with `hook!`.
-#[inline]
-pub(crate) fn guard<R>(name: &'static str, f: impl FnOnce() -> R) -> R {
-    let e = crate::hook::Entered::new(name, crate::hook::Family::fd);
-    let r = f();
-    e.leave();
-    r
-}
-
 /// Resolves `name` (NUL-terminated) in the objects after ours.
 pub(crate) fn resolve(name: &'static [u8]) -> *mut libc::c_void {
     // SAFETY: `name` is a NUL-terminated literal (checked by the macro).

@@ -13,6 +13,7 @@
 
 /// Hooks of functions that no new program can bind to: glibc exports
 /// `pthread_yield` as a compatibility symbol only.
+#[cfg(greenhook_interpose_table)]
 const UNLISTED: [&str; 1] = ["pthread_yield"];
 
 /// The executable's load bias (PIE): the first object `dl_iterate_phdr`

@@ -62,7 +62,7 @@ fn fill(f: *mut FILE) -> bool {
         if buffered(f) > 0 {
             return true;
         }
-        if let Err(e) = crate::io::wait_until_ready(fd_of(f), Interest::Readable) {
+        if let Err(e) = crate::fdwait::wait_until_ready(crate::fdtable::Fd::of(fd_of(f)), Interest::Readable) {
             set_error(f);
             errno::set(e);
             return false;

@@ -94,13 +94,13 @@ fn fd_of(f: *mut FILE) -> c_int {
 }
 
 /// Classifies the fd of `f` with the same rules as the fd hooks
-/// ([`crate::io::path`]); regular files pass straight through (their reads
+/// ([`crate::fdwait::path`]); regular files pass straight through (their reads
 /// never wait for readiness).
 fn kind(f: *mut FILE) -> Kind {
-    match crate::io::path(fd_of(f)) {
-        crate::io::Path::Managed => Kind::Managed,
-        crate::io::Path::Polled => Kind::Polled,
-        crate::io::Path::Pass | crate::io::Path::File => Kind::Pass,
+    match crate::fdwait::path(fd_of(f)) {
+        crate::fdwait::Path::Managed(_) => Kind::Managed,
+        crate::fdwait::Path::Polled(_) => Kind::Polled,
+        crate::fdwait::Path::Pass | crate::fdwait::Path::File(_) => Kind::Pass,
     }
 }
 

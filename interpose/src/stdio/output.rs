@@ -47,7 +47,7 @@ fn before_output(f: *mut FILE, len: Option<usize>) -> Result<Kind, c_int> {
         return Ok(k); // lands in the buffer: no write
     }
     let fd = fd_of(f);
-    crate::io::wait_until_ready(fd, Interest::Writable)?;
+    crate::fdwait::wait_until_ready(crate::fdtable::Fd::of(fd), Interest::Writable)?;
     // A pipe may poll writable with less room than one flush needs (Linux
     // reports POLLOUT as soon as one pipe buffer slot is free): wait until
     // what is pending in the FILE plus this call's bytes fit, as long as

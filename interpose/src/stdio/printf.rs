@@ -30,8 +30,8 @@ use libc::{c_char, c_int, c_void, FILE};
 use super::output::emit;
 use super::stdout;
 use crate::errno;
+use crate::fdwait::Path;
 use crate::hook::hook;
-use crate::io::Path;
 
 extern "C" {
     fn vasprintf(out: *mut *mut c_char, fmt: *const c_char, ap: *mut c_void) -> c_int;
@@ -63,7 +63,7 @@ fn formatted_write(fd: c_int, format: impl FnOnce(&mut *mut c_char) -> c_int) ->
 
 /// Whether `fd` is one whose writes must go through the hub.
 fn cooperative_fd(fd: c_int) -> bool {
-    matches!(crate::io::path(fd), Path::Managed | Path::Polled)
+    matches!(crate::fdwait::path(fd), Path::Managed(_) | Path::Polled(_))
 }
 
 hook! {
