@@ -7,7 +7,8 @@
 //! `time_ms=<n>` (whole run) and `<label>.time_ms=<n>` (one wait) lines, which
 //! [`time_ms`] and [`named_time_ms`] parse.
 //!
-//! Use from an integration test with `mod util;`. Only `std` is used.
+//! Use from an integration test with `mod util;` (from a member crate's
+//! tests: `#[path = "../../tests/util/mod.rs"] mod util;`). Only `std` is used.
 //!
 //! Environment knobs:
 //! - `CC`: the C compiler (default `cc`); may contain arguments (`"ccache gcc"`).
@@ -32,9 +33,21 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Flags every C test program is compiled with (before `GREENHOOK_TEST_CFLAGS`).
 pub const CFLAGS: &[&str] = &["-O1", "-Wall", "-Wextra", "-pthread"];
 
-/// The directory that holds the C test programs: `<package>/tests/c`.
+/// The workspace's root directory, from the package under test: the root
+/// package itself, or a member crate below it (`launcher/`), whose tests
+/// share these helpers and the C programs.
+pub fn workspace_dir() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .find(|dir| dir.join("tests").join("c").is_dir())
+        .unwrap_or_else(|| panic!("no tests/c at or above {}", manifest.display()))
+        .to_path_buf()
+}
+
+/// The directory that holds the C test programs: `<workspace>/tests/c`.
 pub fn c_source_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("c")
+    workspace_dir().join("tests").join("c")
 }
 
 /// Cargo's target directory (e.g. `<workspace>/target`).

@@ -1,6 +1,7 @@
 //! Integration tests of the `greenhook` launcher binary: `run` (arguments,
 //! exit status, options mapped to environment variables, LD_PRELOAD
 //! handling, errors), `help`, and `doctor` on C programs built here.
+#[path = "../../tests/util/mod.rs"]
 mod util;
 
 use std::path::{Path, PathBuf};
@@ -320,7 +321,7 @@ fn help_documents_every_subcommand_option_and_variable() {
         assert!(r.stdout.contains(word), "--help does not mention {word}:\n{}", r.stdout);
     }
     // Every GREENHOOK_* variable that the library crates read is documented.
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = util::workspace_dir();
     for dir in ["fiber/src", "hub/src", "interpose/src"] {
         for var in greenhook_vars_in(&root.join(dir)) {
             assert!(r.stdout.contains(&var), "--help does not mention {var} (read in {dir})");
