@@ -245,6 +245,55 @@ fn the_library_is_chosen_by_lib_option_then_environment() {
     assert!(r.stderr.contains("GREENHOOK_LIB"), "{}", r.describe());
 }
 
+/// Without `--lib` or `GREENHOOK_LIB`, the launcher finds the library from
+/// its own location: beside it (a cargo build: `target/release/`) or in
+/// `../lib/` (installed: `PREFIX/bin/greenhook`, `PREFIX/lib/libgreenhook.so`).
+/// The program really runs under it: its threads become fibers.
+#[test]
+fn the_library_is_found_from_the_launchers_own_location() {
+    let probe = probe_str();
+    let sleepers = util::compile("sleep_threads");
+    let sleepers = sleepers.to_str().unwrap();
+    let root = util::target_dir()
+        .join("tmp")
+        .join(format!("launcher-layout.{}", std::process::id()));
+    for (bin_dir, lib_dir) in [("release", "release"), ("bin", "lib")] {
+        let _ = std::fs::remove_dir_all(&root);
+        let (bin_dir, lib_dir) = (root.join(bin_dir), root.join(lib_dir));
+        std::fs::create_dir_all(&bin_dir).unwrap();
+        std::fs::create_dir_all(&lib_dir).unwrap();
+        let launcher = bin_dir.join("greenhook");
+        std::fs::copy(env!("CARGO_BIN_EXE_greenhook"), &launcher).unwrap();
+        let run = |args: &[&str]| {
+            let mut cmd = Command::new(&launcher);
+            for var in ENV_VARS {
+                cmd.env_remove(var);
+            }
+            cmd.arg("run").args(args).stdin(Stdio::null());
+            output(cmd)
+        };
+
+        let r = run(&[&probe]);
+        assert_eq!(r.code, Some(125), "no library anywhere: {}", r.describe());
+        assert!(r.stderr.contains("libgreenhook.so not found"), "{}", r.describe());
+
+        let installed = lib_dir.join("libgreenhook.so");
+        std::fs::copy(lib(), &installed).unwrap();
+        let r = run(&[&probe]);
+        assert_eq!(r.code, Some(0), "{}", r.describe());
+        let preload = format!("LD_PRELOAD={}", installed.canonicalize().unwrap().display());
+        assert_eq!(r.env_lines(), [preload.as_str()], "{}", r.describe());
+        let r = run(&["--stats", sleepers, "10", "usleep", "10"]);
+        assert_eq!(r.code, Some(0), "{}", r.describe());
+        assert!(
+            r.stderr.contains("spawned 10"),
+            "not run under the library: {}",
+            r.describe()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 #[test]
 fn unknown_options_and_a_missing_program_are_usage_errors() {
     for args in [
