@@ -28,11 +28,18 @@ fn lib() -> PathBuf {
 /// The launcher with a clean environment: none of [`ENV_VARS`] set except
 /// `GREENHOOK_LIB` (the launcher's own directory has no library under `cargo test`).
 fn greenhook() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_greenhook"));
+    let mut cmd = launcher_at(Path::new(env!("CARGO_BIN_EXE_greenhook")));
+    cmd.env("GREENHOOK_LIB", lib());
+    cmd
+}
+
+/// The launcher at `path`, with none of [`ENV_VARS`] set.
+fn launcher_at(path: &Path) -> Command {
+    let mut cmd = Command::new(path);
     for var in ENV_VARS {
         cmd.env_remove(var);
     }
-    cmd.env("GREENHOOK_LIB", lib()).stdin(Stdio::null());
+    cmd.stdin(Stdio::null());
     cmd
 }
 
@@ -265,11 +272,8 @@ fn the_library_is_found_from_the_launchers_own_location() {
         let launcher = bin_dir.join("greenhook");
         std::fs::copy(env!("CARGO_BIN_EXE_greenhook"), &launcher).unwrap();
         let run = |args: &[&str]| {
-            let mut cmd = Command::new(&launcher);
-            for var in ENV_VARS {
-                cmd.env_remove(var);
-            }
-            cmd.arg("run").args(args).stdin(Stdio::null());
+            let mut cmd = launcher_at(&launcher);
+            cmd.arg("run").args(args);
             output(cmd)
         };
 
