@@ -35,7 +35,7 @@
 #endif
 
 /* Nanoseconds on CLOCK_MONOTONIC. */
-static long long now_ns(void)
+static inline long long now_ns(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -43,28 +43,34 @@ static long long now_ns(void)
 }
 
 /* Milliseconds on CLOCK_MONOTONIC. */
-static long long now_ms(void)
+static inline long long now_ms(void)
 {
     return now_ns() / 1000000LL;
 }
 
+/* Nanoseconds to whole milliseconds, rounded to the nearest. */
+static inline long long ticker_ms(long long ns)
+{
+    return (ns + 500000LL) / 1000000LL;
+}
+
 static atomic_int ticker_done;
 static atomic_long ticker_count;
-static atomic_llong ticker_worst;
-static long long ticker_t0;
+static atomic_llong ticker_worst_ns;
+static long long ticker_t0_ns;
 
 static void *ticker_main(void *arg)
 {
     (void)arg;
     while (!atomic_load(&ticker_done)) {
-        long long due = now_ms() + TICKER_MS;
+        long long due = now_ns() + TICKER_MS * 1000000LL;
         usleep(TICKER_MS * 1000);
-        long long now = now_ms();
-        if (now - due > atomic_load(&ticker_worst))
-            atomic_store(&ticker_worst, now - due);
+        long long now = now_ns();
+        if (now - due > atomic_load(&ticker_worst_ns))
+            atomic_store(&ticker_worst_ns, now - due);
         atomic_fetch_add(&ticker_count, 1);
 #ifdef TICKER_TRACE
-        fprintf(stderr, "tick_ms=%lld\n", now - ticker_t0);
+        fprintf(stderr, "tick_ms=%lld\n", ticker_ms(now - ticker_t0_ns));
 #endif
     }
     return NULL;
@@ -75,8 +81,8 @@ static pthread_t ticker_start(void)
 {
     atomic_store(&ticker_done, 0);
     atomic_store(&ticker_count, 0);
-    atomic_store(&ticker_worst, 0);
-    ticker_t0 = now_ms();
+    atomic_store(&ticker_worst_ns, 0);
+    ticker_t0_ns = now_ns();
     pthread_t t;
     if (pthread_create(&t, NULL, ticker_main, NULL) != 0) {
         fprintf(stderr, "ticker: pthread_create failed\n");
@@ -91,7 +97,7 @@ static long ticker_stop(pthread_t t)
     atomic_store(&ticker_done, 1);
     pthread_join(t, NULL);
     long ticks = atomic_load(&ticker_count);
-    fprintf(stderr, "late.time_ms=%lld\nticks=%ld\n", atomic_load(&ticker_worst), ticks);
+    fprintf(stderr, "late.time_ms=%lld\nticks=%ld\n", ticker_ms(atomic_load(&ticker_worst_ns)), ticks);
     return ticks;
 }
 
