@@ -249,3 +249,8 @@ pub mod monkey {
         interpose::is_patched()
     }
 }
+
+/// The README's Rust example, compiled and run with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeExample;

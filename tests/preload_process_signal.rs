@@ -4,16 +4,7 @@
 //! the patched run must not have stalled the other threads.
 mod util;
 
-use util::{differential, time_ms};
-
-/// `key=<n>` from the first stderr line that has it.
-fn stat(stderr: &str, key: &str) -> Option<u64> {
-    let prefix = format!("{key}=");
-    stderr
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix(prefix.as_str()))
-        .and_then(|v| v.parse().ok())
-}
+use util::{differential, ticker, time_ms};
 
 #[test]
 fn system_in_three_threads_takes_one_second_not_three() {
@@ -25,8 +16,7 @@ fn system_in_three_threads_takes_one_second_not_three() {
 #[test]
 fn popen_reads_with_read_do_not_stall_a_ticker() {
     let (_, patched) = differential("proc_children", &["popen_fd"]);
-    let ticks = stat(&patched.stderr, "ticks").unwrap();
-    let late = stat(&patched.stderr, "lateness_ms").unwrap();
+    let util::Ticker { late_ms: late, ticks } = ticker(&patched.stderr);
     assert!(
         ticks >= 20,
         "ticker ticked {ticks} times in ~600 ms\n{}",
@@ -40,7 +30,7 @@ fn popen_reads_with_read_do_not_stall_a_ticker() {
 #[test]
 fn popen_reads_with_stdio_do_not_stall_a_ticker() {
     let (_, patched) = differential("proc_children", &["popen"]);
-    let ticks = stat(&patched.stderr, "ticks").unwrap();
+    let ticks = ticker(&patched.stderr).ticks;
     assert!(
         ticks >= 20,
         "ticker ticked {ticks} times in ~600 ms\n{}",
@@ -97,7 +87,7 @@ fn handler_without_sa_restart_interrupts_the_accepting_thread_only() {
 #[test]
 fn pause_suspends_only_its_thread() {
     let (_, patched) = differential("sig_fibers", &["pause"]);
-    assert!(stat(&patched.stderr, "ticks").unwrap() >= 5);
+    assert!(ticker(&patched.stderr).ticks >= 5, "{}", patched.stderr);
 }
 
 #[test]

@@ -25,18 +25,29 @@ fn std_sleeps_overlap_in_fibers() {
     assert!(e < Duration::from_secs(2), "sleeps did not overlap: {e:?}");
 }
 
+/// A fiber holds a std `Mutex` across a sleep: the sleep lets the other
+/// fiber run, which then waits for the mutex (a futex wait that parks it,
+/// not the hub) until the holder lets go; no update is lost. Unpatched, the
+/// sleep would block the hub and the other fiber would never be waiting.
 #[test]
 fn std_mutex_held_across_a_sleep() {
     patch();
     let m = Arc::new(Mutex::new(0u32));
+    let waiting = Arc::new(AtomicUsize::new(0));
+    let saw_a_waiter = Arc::new(AtomicUsize::new(0));
     let hs: Vec<_> = (0..2)
         .map(|_| {
-            let m = m.clone();
+            let (m, waiting, saw_a_waiter) = (m.clone(), waiting.clone(), saw_a_waiter.clone());
             greenhook::spawn(move || {
                 for _ in 0..5 {
+                    waiting.fetch_add(1, Ordering::SeqCst);
                     let mut g = m.lock().unwrap();
+                    waiting.fetch_sub(1, Ordering::SeqCst);
                     let v = *g;
                     std::thread::sleep(Duration::from_millis(5));
+                    if waiting.load(Ordering::SeqCst) > 0 {
+                        saw_a_waiter.fetch_add(1, Ordering::SeqCst);
+                    }
                     *g = v + 1;
                 }
             })
@@ -46,6 +57,10 @@ fn std_mutex_held_across_a_sleep() {
         h.join().unwrap();
     }
     assert_eq!(*m.lock().unwrap(), 10);
+    assert!(
+        saw_a_waiter.load(Ordering::SeqCst) > 0,
+        "no fiber ever waited for the mutex while its holder slept"
+    );
 }
 
 /// Known limitation: std's mpmc channel never wakes a waiter registered by

@@ -397,7 +397,7 @@ fn stall_run(env: &Env, mode: &str, ms: u64, patched: bool, extra_env: &[(&str, 
         .filter_map(|l| l.strip_prefix("tick_ms=")?.trim().parse().ok())
         .collect();
     let late = if out.code == Some(0) {
-        out.stderr_value("max_late_ms")
+        out.stderr_value("late.time_ms")
     } else {
         None
     };

@@ -9,7 +9,7 @@
  *
  * usage: dns_lookup [ROUNDS]   (default 20)
  * stdout: per-call success counts and the answers (deterministic)
- * stderr: late.time_ms=<worst ticker lateness>
+ * stderr: the ticker's report (ticker.h)
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -18,8 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "ticker.h"
 
 #define THREADS 50
 static int rounds = 20;
@@ -27,14 +28,6 @@ static pthread_mutex_t nonreentrant = PTHREAD_MUTEX_INITIALIZER;
 static int ok[8];
 static char answers[8][64];
 static pthread_mutex_t tally = PTHREAD_MUTEX_INITIALIZER;
-static volatile int done;
-
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
 
 static void record(int i, int success, const char *answer)
 {
@@ -92,21 +85,6 @@ static void *resolver(void *arg)
     return NULL;
 }
 
-static void *ticker(void *arg)
-{
-    (void)arg;
-    double worst = 0;
-    while (!done) {
-        double due = now_ms() + 10;
-        usleep(10000);
-        double late = now_ms() - due;
-        if (late > worst)
-            worst = late;
-    }
-    fprintf(stderr, "late.time_ms=%.0f\n", worst);
-    return NULL;
-}
-
 int main(int argc, char **argv)
 {
     static const char *names[8] = { "getaddrinfo",     "getnameinfo",      "gethostbyname", "gethostbyname2",
@@ -114,14 +92,12 @@ int main(int argc, char **argv)
     if (argc > 1)
         rounds = atoi(argv[1]);
     alarm(60);
-    pthread_t tick, t[THREADS];
-    pthread_create(&tick, NULL, ticker, NULL);
+    pthread_t tick = ticker_start(), t[THREADS];
     for (int i = 0; i < THREADS; i++)
         pthread_create(&t[i], NULL, resolver, NULL);
     for (int i = 0; i < THREADS; i++)
         pthread_join(t[i], NULL);
-    done = 1;
-    pthread_join(tick, NULL);
+    ticker_stop(tick);
     for (int i = 0; i < 8; i++)
         printf("%s: ok=%d answer=%s\n", names[i], ok[i], answers[i]);
     return 0;

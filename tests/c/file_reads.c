@@ -3,13 +3,13 @@
  *
  * usage: file_reads PATH MODE
  *   MODE cached  read PATH (already in the page cache) 200 times with read()
- *                and pread(); prints checksums; stderr ns_per_read=<n>.
+ *                and pread(); prints checksums; stderr ns_per_pass=<n>.
  *   MODE cold    a ticker thread ticks every 10 ms while the main thread
  *                drops PATH from the page cache (posix_fadvise DONTNEED) and
  *                reads its first 16 MiB with ONE read() (the disk wait is
  *                the potential stall, not CPU work), then fsyncs a scratch
  *                file; prints a checksum of what it read and that the ticker
- *                ran; stderr max_tick_late_ms=<n>.
+ *                ran; stderr: the ticker's report (ticker.h).
  *   MODE stdio   reads PATH through stdio (fgets, fread, getline, fgetc),
  *                first from main with no other thread, then from a thread
  *                while another lives; prints what each read.
@@ -21,15 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
+#include "ticker.h"
 
 static unsigned long sum_fd(int fd, int use_pread)
 {
@@ -49,25 +43,6 @@ static unsigned long sum_fd(int fd, int use_pread)
             s = s * 31 + (unsigned char)buf[i];
     }
     return s;
-}
-
-static volatile int stop;
-static double max_late;
-static int ticks;
-
-static void *ticker(void *arg)
-{
-    (void)arg;
-    double next = now_ms() + 10;
-    while (!stop) {
-        usleep(10000);
-        double late = now_ms() - next;
-        if (late > max_late)
-            max_late = late;
-        next = now_ms() + 10;
-        ticks++;
-    }
-    return NULL;
 }
 
 /* One pass over PATH with each stdio reader. */
@@ -154,7 +129,7 @@ int main(int argc, char **argv)
             return 1;
         }
         unsigned long first = sum_fd(fd, 0);
-        double t0 = now_ms();
+        long long t0 = now_ns();
         long reads = 0;
         for (int i = 0; i < 200; i++) {
             lseek(fd, 0, SEEK_SET);
@@ -165,11 +140,10 @@ int main(int argc, char **argv)
             reads++;
         }
         printf("cached: checksum=%lx reads=%ld\n", first, reads);
-        fprintf(stderr, "ns_per_pass=%.0f\n", (now_ms() - t0) * 1e6 / reads);
+        fprintf(stderr, "ns_per_pass=%lld\n", (now_ns() - t0) / reads);
         return 0;
     }
-    pthread_t t;
-    pthread_create(&t, NULL, ticker, NULL);
+    pthread_t t = ticker_start();
     usleep(30000);
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
@@ -199,9 +173,7 @@ int main(int argc, char **argv)
     close(w);
     unlink(scratch);
     usleep(30000);
-    stop = 1;
-    pthread_join(t, NULL);
+    long ticks = ticker_stop(t);
     printf("cold: bytes=%zd checksum=%lx ticker_ran=%s\n", got, s, ticks > 0 ? "yes" : "no");
-    fprintf(stderr, "max_tick_late_ms=%.1f\n", max_late);
     return 0;
 }

@@ -3,7 +3,7 @@
  * gcc calls __read_chk, __printf_chk, ...) and formatted.c (the plain
  * functions). MODE picks what one thread does while a ticker ticks every
  * 10 ms; another thread is the peer. stdout: deterministic results.
- * stderr: late.time_ms=<worst tick lateness>.
+ * stderr: the ticker's report (ticker.h).
  *
  *   read recv recvfrom poll   a thread waits for data on a socketpair
  *                              (sent after 100 ms), through the call named
@@ -141,16 +141,13 @@ int main(int argc, char **argv)
     int piped = !strcmp(mode, "fgets") || !strcmp(mode, "fread") || !strcmp(mode, "fprintf");
     if (piped ? pipe(sv) : socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
         return 1;
-    pthread_t t, a, p;
-    pthread_create(&t, NULL, ticker, NULL);
+    pthread_t t = ticker_start(), a, p;
     pthread_create(&a, NULL, actor, NULL);
     pthread_create(&p, NULL, writes ? drainer : sender, NULL);
     pthread_join(a, NULL);
     pthread_join(p, NULL);
     if (writes)
         printf("%s\n%s\n", wrote, drained);
-    done = 1;
-    pthread_join(t, NULL);
-    fprintf(stderr, "late.time_ms=%ld\n", max_late);
+    ticker_stop(t);
     return 0;
 }

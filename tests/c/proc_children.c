@@ -4,7 +4,7 @@
  * usage: proc_children MODE
  *   system       3 threads each run system("sleep 1"); time_ms= on stderr
  *   popen        popen of a slow writer while a ticker thread ticks every
- *                20 ms; lateness_ms=<worst tick lateness> on stderr
+ *                20 ms
  *   popen_fd     the same, reading with read(2) on fileno() (no stdio)
  *   waitpid      a forked child sleeps 300 ms; a thread waits for it with
  *                waitpid while a ticker ticks; also wait4 and waitid(P_PID)
@@ -21,72 +21,29 @@
  *   vfork        vfork + execl /bin/true, then waitpid
  *
  * stdout: deterministic facts only; exit 0 on success, 1 on a failed check.
+ * stderr: the ticker's report (ticker.h) in the modes that run it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-extern char **environ;
+#define TICKER_MS 20
+#include "ticker.h"
 
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
+extern char **environ;
 
 static void fail(const char *what)
 {
     fprintf(stderr, "FAIL: %s\n", what);
     exit(1);
-}
-
-/* ---------- ticker ---------- */
-
-static atomic_int tick_stop;
-static atomic_long tick_worst;
-static atomic_int tick_count;
-
-static void *ticker(void *arg)
-{
-    (void)arg;
-    long long next = now_ms() + 20;
-    while (!atomic_load(&tick_stop)) {
-        usleep(20000);
-        long long late = now_ms() - next;
-        if (late > atomic_load(&tick_worst))
-            atomic_store(&tick_worst, late);
-        atomic_fetch_add(&tick_count, 1);
-        next = now_ms() + 20;
-    }
-    return NULL;
-}
-
-static pthread_t start_ticker(void)
-{
-    pthread_t t;
-    atomic_store(&tick_stop, 0);
-    atomic_store(&tick_worst, 0);
-    atomic_store(&tick_count, 0);
-    pthread_create(&t, NULL, ticker, NULL);
-    return t;
-}
-
-static void stop_ticker(pthread_t t)
-{
-    atomic_store(&tick_stop, 1);
-    pthread_join(t, NULL);
-    fprintf(stderr, "lateness_ms=%ld ticks=%d\n", atomic_load(&tick_worst), atomic_load(&tick_count));
 }
 
 /* ---------- modes ---------- */
@@ -114,7 +71,7 @@ static void mode_system(void)
 
 static void mode_popen(void)
 {
-    pthread_t tk = start_ticker();
+    pthread_t tk = ticker_start();
     FILE *f = popen("sh -c 'for i in 1 2 3; do echo line $i; sleep 0.2; done'", "r");
     if (!f)
         fail("popen");
@@ -123,13 +80,13 @@ static void mode_popen(void)
         printf("read: %s", buf);
     int st = pclose(f);
     printf("pclose: exited=%d status=%d\n", WIFEXITED(st), WEXITSTATUS(st));
-    stop_ticker(tk);
+    ticker_stop(tk);
 }
 
 /* The same through read(2) on the pipe's fd (no stdio). */
 static void mode_popen_fd(void)
 {
-    pthread_t tk = start_ticker();
+    pthread_t tk = ticker_start();
     FILE *f = popen("sh -c 'for i in 1 2 3; do echo line $i; sleep 0.2; done'", "r");
     if (!f)
         fail("popen");
@@ -142,7 +99,7 @@ static void mode_popen_fd(void)
     printf("read: %s", buf);
     int st = pclose(f);
     printf("pclose: exited=%d status=%d\n", WIFEXITED(st), WEXITSTATUS(st));
-    stop_ticker(tk);
+    ticker_stop(tk);
 }
 
 static pid_t sleeper_child(int ms, int code)
@@ -159,7 +116,7 @@ static pid_t sleeper_child(int ms, int code)
 
 static void mode_waitpid(void)
 {
-    pthread_t tk = start_ticker();
+    pthread_t tk = ticker_start();
     int st = 0;
     long long t0 = now_ms();
     pid_t p = sleeper_child(300, 7);
@@ -178,14 +135,13 @@ static void mode_waitpid(void)
     printf("waitid: rc=%d same_pid=%d code=%d status=%d\n", w, si.si_pid == p, si.si_code == CLD_EXITED, si.si_status);
     r = waitpid(p, &st, WNOHANG);
     printf("waitpid again: rc=%d errno=%s\n", (int)r, r < 0 && errno == ECHILD ? "ECHILD" : "?");
-    stop_ticker(tk);
-    if (atomic_load(&tick_count) < 10)
+    if (ticker_stop(tk) < 10)
         fail("ticker did not tick while waiting");
 }
 
 static void mode_waitany(void)
 {
-    pthread_t tk = start_ticker();
+    pthread_t tk = ticker_start();
     int st = 0;
     pid_t p = sleeper_child(200, 5);
     pid_t none = waitpid(-1, &st, WNOHANG);
@@ -195,8 +151,7 @@ static void mode_waitany(void)
     p = sleeper_child(100, 6);
     r = waitpid(0, &st, 0);
     printf("waitpid(0): same_pid=%d status=%d\n", r == p, WEXITSTATUS(st));
-    stop_ticker(tk);
-    if (atomic_load(&tick_count) < 8)
+    if (ticker_stop(tk) < 8)
         fail("ticker did not tick while waiting");
 }
 
@@ -274,7 +229,7 @@ static void child_alarm(int sig)
  * system() and pause()s until alarm(1). */
 static void mode_fork_root(void)
 {
-    pthread_t tk = start_ticker();
+    pthread_t tk = ticker_start();
     usleep(50000);
     fflush(stdout);
     pid_t p = fork();
@@ -297,17 +252,17 @@ static void mode_fork_root(void)
     }
     int st = 0;
     pid_t r = waitpid(p, &st, 0);
-    stop_ticker(tk);
+    ticker_stop(tk);
     printf("fork_root: same_pid=%d exited=%d status=%d\n", r == p, WIFEXITED(st), WEXITSTATUS(st));
 }
 
 static void in_thread(void *(*f)(void *))
 {
-    pthread_t tk = start_ticker();
+    pthread_t tk = ticker_start();
     pthread_t t;
     pthread_create(&t, NULL, f, NULL);
     pthread_join(t, NULL);
-    stop_ticker(tk);
+    ticker_stop(tk);
 }
 
 static void mode_spawn(void)

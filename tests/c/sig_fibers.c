@@ -21,7 +21,8 @@
  *   masks      thread A blocks SIGUSR1, B blocks SIGUSR2; each reads its
  *              mask after both have switched several times
  *
- * stdout: deterministic facts only; stderr: lateness_ms= / ticks= lines.
+ * stdout: deterministic facts only; stderr: the ticker's report (ticker.h)
+ * in the modes that run it.
  * exit 0 on success, 1 on a failed check.
  */
 #define _GNU_SOURCE
@@ -36,12 +37,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
+#define TICKER_MS 20
+#include "ticker.h"
 
 static void fail(const char *what)
 {
@@ -83,31 +80,6 @@ static void block(int how, int sig)
     sigemptyset(&s);
     sigaddset(&s, sig);
     pthread_sigmask(how, &s, NULL);
-}
-
-/* ---------- ticker ---------- */
-
-static atomic_int tick_stop, tick_count;
-static atomic_long tick_worst;
-static void *ticker(void *arg)
-{
-    (void)arg;
-    while (!atomic_load(&tick_stop)) {
-        long long t = now_ms();
-        usleep(20000);
-        long long late = now_ms() - t - 20;
-        if (late > atomic_load(&tick_worst))
-            atomic_store(&tick_worst, late);
-        atomic_fetch_add(&tick_count, 1);
-    }
-    return NULL;
-}
-
-static void stop_ticker(pthread_t t)
-{
-    atomic_store(&tick_stop, 1);
-    pthread_join(t, NULL);
-    fprintf(stderr, "lateness_ms=%ld ticks=%d\n", atomic_load(&tick_worst), atomic_load(&tick_count));
 }
 
 /* ---------- read + alarm ---------- */
@@ -183,15 +155,14 @@ static void mode_pause(int sus)
     use_sigsuspend = sus;
     install(SIGUSR1, SA_RESTART);
     block(SIG_BLOCK, SIGUSR1);
-    pthread_t tk, tp;
-    pthread_create(&tk, NULL, ticker, NULL);
+    pthread_t tk = ticker_start(), tp;
     pthread_create(&tp, NULL, pauser, NULL);
     usleep(200000);
     kill(getpid(), SIGUSR1);
     pthread_join(tp, NULL);
-    stop_ticker(tk);
+    long ticks = ticker_stop(tk);
     printf("handler ran: %s\n", atomic_load(&handled) == 1 ? "once" : "not once");
-    if (atomic_load(&tick_count) < 5)
+    if (ticks < 5)
         fail("ticker did not tick while a thread waited for a signal");
 }
 
@@ -217,14 +188,12 @@ static void *waiter(void *arg)
 static void mode_sigwait(void)
 {
     block(SIG_BLOCK, SIGUSR2);
-    pthread_t tk, tw;
-    pthread_create(&tk, NULL, ticker, NULL);
+    pthread_t tk = ticker_start(), tw;
     pthread_create(&tw, NULL, waiter, NULL);
     usleep(200000);
     kill(getpid(), SIGUSR2);
     pthread_join(tw, NULL);
-    stop_ticker(tk);
-    if (atomic_load(&tick_count) < 5)
+    if (ticker_stop(tk) < 5)
         fail("ticker did not tick while a thread waited for a signal");
 }
 

@@ -13,8 +13,8 @@
  * Meanwhile a ticker thread wakes every 100 ms, for the whole run.
  *
  * stdout: "ok MODE" (deterministic)
- * stderr: "tick_ms=<t>" for each tick (time since start), then
- *         "max_late_ms=<n>": how late the latest tick was.
+ * stderr: "tick_ms=<t>" for each tick (time since start), then the
+ *         ticker's report (ticker.h): late.time_ms=<worst lateness>.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -26,36 +26,14 @@
 #include <time.h>
 #include <unistd.h>
 
-static double t0;
-static volatile int done;
+#define TICKER_MS 100
+#define TICKER_TRACE
+#include "ticker.h"
+
 static int ms = 1000;
 static int bounces = 100001;
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-static void *ticker(void *arg)
-{
-    (void)arg;
-    double max_late = 0;
-    double next = now_ms() + 100;
-    while (!done) {
-        usleep(100000);
-        double t = now_ms();
-        if (t - next > max_late)
-            max_late = t - next;
-        fprintf(stderr, "tick_ms=%.0f\n", t - t0);
-        next = t + 100;
-    }
-    fprintf(stderr, "max_late_ms=%.0f\n", max_late);
-    return NULL;
-}
-
-__attribute__((noinline)) static unsigned long busy_loop(double until)
+__attribute__((noinline)) static unsigned long busy_loop(long long until)
 {
     unsigned long x = 1;
     while (now_ms() < until)
@@ -101,7 +79,6 @@ static void *worker(void *arg)
             pthread_join(p, NULL);
     }
     usleep(250000);
-    done = 1;
     return NULL;
 }
 
@@ -117,12 +94,10 @@ int main(int argc, char **argv)
         ms = atoi(argv[2]);
     if (argc > 3)
         bounces = atoi(argv[3]);
-    t0 = now_ms();
-    pthread_t a, b;
-    pthread_create(&a, NULL, ticker, NULL);
+    pthread_t a = ticker_start(), b;
     pthread_create(&b, NULL, worker, NULL);
     pthread_join(b, NULL);
-    pthread_join(a, NULL);
+    ticker_stop(a);
     printf("ok %s\n", mode);
     return 0;
 }

@@ -1,7 +1,7 @@
 /* stdio on an empty pipe must not freeze the process: a reader thread
  * blocks in MODE (fgets|getline|fread|fgetc|scanf|fwrite) while a writer
  * thread feeds the pipe after 100 ms in pieces; a ticker ticks every 10 ms.
- * stdout: what was read (deterministic). stderr: late.time_ms=<n>. */
+ * stdout: what was read (deterministic). stderr: the ticker's report. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -82,14 +82,11 @@ static void *reader(void *a) {
 int main(int argc, char **argv) {
     mode = argc > 1 ? argv[1] : "fgets";
     if (pipe(fds)) return 1;
-    pthread_t t, w, r;
-    pthread_create(&t, NULL, ticker, NULL);
+    pthread_t t = ticker_start(), w, r;
     pthread_create(&r, NULL, reader, NULL);
     pthread_create(&w, NULL, writer, NULL);
     pthread_join(r, NULL);
     pthread_join(w, NULL);
-    done = 1;
-    pthread_join(t, NULL);
-    fprintf(stderr, "late.time_ms=%ld\n", max_late);
+    ticker_stop(t);
     return 0;
 }

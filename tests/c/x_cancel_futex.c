@@ -6,6 +6,7 @@
  *
  * stdout: one line per check, deterministic; exit 1 with "FAIL ..." on
  * stderr on a wrong result. alarm(20) turns a hang into a SIGALRM death.
+ * stderr: futex_timeout.time_ms=<n> and the ticker's report (ticker.h).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,17 +22,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ticker.h"
+
 static void fail(const char *what)
 {
     fprintf(stderr, "FAIL %s\n", what);
     exit(1);
-}
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000LL + ts.tv_nsec / 1000000L;
 }
 
 /* ---- cancel at pthread_cond_wait and sem_wait ---- */
@@ -169,17 +165,6 @@ static void *futex_waker(void *arg)
     return NULL;
 }
 
-static atomic_int ticks;
-static void *ticker(void *arg)
-{
-    (void)arg;
-    for (int i = 0; i < 5; i++) {
-        usleep(10000);
-        atomic_fetch_add(&ticks, 1);
-    }
-    return NULL;
-}
-
 int main(void)
 {
     alarm(20);
@@ -229,17 +214,16 @@ int main(void)
     if (r1 != -1 || e1 != EAGAIN || r2 != -1 || e2 != EINVAL)
         fail("futex_errors");
 
-    /* a 60 ms timed futex wait in a thread overlaps a ticker thread */
-    pthread_t tk;
-    pthread_create(&tk, NULL, ticker, NULL);
+    /* a 60 ms timed futex wait in main overlaps a ticker thread */
+    pthread_t tk = ticker_start();
     struct timespec rel = { 0, 60000000L };
     long long t0 = now_ms();
     long r3 = futex(&other, FUTEX_WAIT_PRIVATE, 5, &rel, 0);
     int e3 = errno;
     long long el = now_ms() - t0;
-    pthread_join(tk, NULL);
+    ticker_stop(tk);
     printf("futex_timeout: rc=%ld/%s\n", r3, e3 == ETIMEDOUT ? "ETIMEDOUT" : "?");
-    fprintf(stderr, "futex_timeout.time_ms=%lld ticks=%d\n", el, atomic_load(&ticks));
+    fprintf(stderr, "futex_timeout.time_ms=%lld\n", el);
     if (r3 != -1 || e3 != ETIMEDOUT || el < 60)
         fail("futex_timeout");
     return 0;

@@ -5,9 +5,11 @@
 //! and requires the same stdout and a successful exit from both runs. The C
 //! programs print only deterministic facts on stdout; timings go to stderr as
 //! `time_ms=<n>` (whole run) and `<label>.time_ms=<n>` (one wait) lines, which
-//! [`time_ms`] and [`named_time_ms`] parse.
+//! [`time_ms`] and [`named_time_ms`] parse, and the report of their ticker
+//! thread (`tests/c/ticker.h`), which [`ticker`] parses.
 //!
-//! Use from an integration test with `mod util;`. Only `std` is used.
+//! Use from an integration test with `mod util;` (from a member crate's
+//! tests: `#[path = "../../tests/util/mod.rs"] mod util;`). Only `std` is used.
 //!
 //! Environment knobs:
 //! - `CC`: the C compiler (default `cc`); may contain arguments (`"ccache gcc"`).
@@ -32,9 +34,21 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Flags every C test program is compiled with (before `GREENHOOK_TEST_CFLAGS`).
 pub const CFLAGS: &[&str] = &["-O1", "-Wall", "-Wextra", "-pthread"];
 
-/// The directory that holds the C test programs: `<package>/tests/c`.
+/// The workspace's root directory, from the package under test: the root
+/// package itself, or a member crate below it (`launcher/`), whose tests
+/// share these helpers and the C programs.
+pub fn workspace_dir() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .find(|dir| dir.join("tests").join("c").is_dir())
+        .unwrap_or_else(|| panic!("no tests/c at or above {}", manifest.display()))
+        .to_path_buf()
+}
+
+/// The directory that holds the C test programs: `<workspace>/tests/c`.
 pub fn c_source_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("c")
+    workspace_dir().join("tests").join("c")
 }
 
 /// Cargo's target directory (e.g. `<workspace>/target`).
@@ -438,14 +452,34 @@ pub fn time_ms(stderr: &str) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// [`differential`] for the programs with a 10 ms ticker thread, which
-/// print its worst lateness as `late.time_ms=<n>`: also asserts that the
-/// patched ticker was never held up by 100 ms or more (the hub never froze
-/// in a call). Returns (unpatched, patched).
-#[allow(dead_code)] // not every test binary has a ticker program
+/// What a program's ticker thread (`tests/c/ticker.h`) reported on stderr.
+#[derive(Debug, Clone, Copy)]
+pub struct Ticker {
+    /// Its worst lateness: how much longer than asked one sleep took.
+    pub late_ms: u64,
+    /// How many times it ticked.
+    pub ticks: u64,
+}
+
+/// The ticker report (`late.time_ms=<n>`, `ticks=<n>`) on `stderr`; panics
+/// with the whole of `stderr` if there is none.
+pub fn ticker(stderr: &str) -> Ticker {
+    let ticks = stderr
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("ticks="))
+        .and_then(|v| v.trim().parse().ok());
+    match (named_time_ms(stderr, "late"), ticks) {
+        (Some(late_ms), Some(ticks)) => Ticker { late_ms, ticks },
+        _ => panic!("no ticker report on stderr:\n{stderr}"),
+    }
+}
+
+/// [`differential`] for the programs with a ticker thread: also asserts
+/// that the patched ticker was never held up by 100 ms or more (the hub
+/// never froze in a call). Returns (unpatched, patched).
 pub fn differential_ticking(name: &str, args: &[&str]) -> (Run, Run) {
     let (plain, patched) = differential(name, args);
-    let late = named_time_ms(&patched.stderr, "late").unwrap_or_else(|| panic!("{}", patched.stderr));
+    let late = ticker(&patched.stderr).late_ms;
     assert!(late < 100, "{name} {}: ticker {late} ms late", args.join(" "));
     (plain, patched)
 }

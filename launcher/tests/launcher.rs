@@ -1,6 +1,7 @@
 //! Integration tests of the `greenhook` launcher binary: `run` (arguments,
 //! exit status, options mapped to environment variables, LD_PRELOAD
 //! handling, errors), `help`, and `doctor` on C programs built here.
+#[path = "../../tests/util/mod.rs"]
 mod util;
 
 use std::path::{Path, PathBuf};
@@ -27,11 +28,18 @@ fn lib() -> PathBuf {
 /// The launcher with a clean environment: none of [`ENV_VARS`] set except
 /// `GREENHOOK_LIB` (the launcher's own directory has no library under `cargo test`).
 fn greenhook() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_greenhook"));
+    let mut cmd = launcher_at(Path::new(env!("CARGO_BIN_EXE_greenhook")));
+    cmd.env("GREENHOOK_LIB", lib());
+    cmd
+}
+
+/// The launcher at `path`, with none of [`ENV_VARS`] set.
+fn launcher_at(path: &Path) -> Command {
+    let mut cmd = Command::new(path);
     for var in ENV_VARS {
         cmd.env_remove(var);
     }
-    cmd.env("GREENHOOK_LIB", lib()).stdin(Stdio::null());
+    cmd.stdin(Stdio::null());
     cmd
 }
 
@@ -244,6 +252,52 @@ fn the_library_is_chosen_by_lib_option_then_environment() {
     assert!(r.stderr.contains("GREENHOOK_LIB"), "{}", r.describe());
 }
 
+/// Without `--lib` or `GREENHOOK_LIB`, the launcher finds the library from
+/// its own location: beside it (a cargo build: `target/release/`) or in
+/// `../lib/` (installed: `PREFIX/bin/greenhook`, `PREFIX/lib/libgreenhook.so`).
+/// The program really runs under it: its threads become fibers.
+#[test]
+fn the_library_is_found_from_the_launchers_own_location() {
+    let probe = probe_str();
+    let sleepers = util::compile("sleep_threads");
+    let sleepers = sleepers.to_str().unwrap();
+    let root = util::target_dir()
+        .join("tmp")
+        .join(format!("launcher-layout.{}", std::process::id()));
+    for (bin_dir, lib_dir) in [("release", "release"), ("bin", "lib")] {
+        let _ = std::fs::remove_dir_all(&root);
+        let (bin_dir, lib_dir) = (root.join(bin_dir), root.join(lib_dir));
+        std::fs::create_dir_all(&bin_dir).unwrap();
+        std::fs::create_dir_all(&lib_dir).unwrap();
+        let launcher = bin_dir.join("greenhook");
+        std::fs::copy(env!("CARGO_BIN_EXE_greenhook"), &launcher).unwrap();
+        let run = |args: &[&str]| {
+            let mut cmd = launcher_at(&launcher);
+            cmd.arg("run").args(args);
+            output(cmd)
+        };
+
+        let r = run(&[&probe]);
+        assert_eq!(r.code, Some(125), "no library anywhere: {}", r.describe());
+        assert!(r.stderr.contains("libgreenhook.so not found"), "{}", r.describe());
+
+        let installed = lib_dir.join("libgreenhook.so");
+        std::fs::copy(lib(), &installed).unwrap();
+        let r = run(&[&probe]);
+        assert_eq!(r.code, Some(0), "{}", r.describe());
+        let preload = format!("LD_PRELOAD={}", installed.canonicalize().unwrap().display());
+        assert_eq!(r.env_lines(), [preload.as_str()], "{}", r.describe());
+        let r = run(&["--stats", sleepers, "10", "usleep", "10"]);
+        assert_eq!(r.code, Some(0), "{}", r.describe());
+        assert!(
+            r.stderr.contains("spawned 10"),
+            "not run under the library: {}",
+            r.describe()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 #[test]
 fn unknown_options_and_a_missing_program_are_usage_errors() {
     for args in [
@@ -320,7 +374,7 @@ fn help_documents_every_subcommand_option_and_variable() {
         assert!(r.stdout.contains(word), "--help does not mention {word}:\n{}", r.stdout);
     }
     // Every GREENHOOK_* variable that the library crates read is documented.
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = util::workspace_dir();
     for dir in ["fiber/src", "hub/src", "interpose/src"] {
         for var in greenhook_vars_in(&root.join(dir)) {
             assert!(r.stdout.contains(&var), "--help does not mention {var} (read in {dir})");

@@ -10,7 +10,7 @@ pub const LIB_NAME: &str = "libgreenhook.so";
 
 /// Finds the library: `explicit` (from `--lib`), else `$GREENHOOK_LIB`, else
 /// `libgreenhook.so` in the launcher's own directory, else in `../lib/` from
-/// there (an installed `prefix/bin` + `prefix/lib` layout).
+/// there (the `PREFIX/bin` + `PREFIX/lib` layout of `make install`).
 ///
 /// Returns an absolute, canonical path to an existing regular file, or a
 /// message saying where it looked.
