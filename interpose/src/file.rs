@@ -1,4 +1,4 @@
-//! Regular files and other never-ready fds (issue 4).
+//! Regular files and other never-ready fds.
 //!
 //! epoll cannot wait on a regular file: it always polls "ready", yet a read
 //! that misses the page cache blocks the thread, and with it every fiber.

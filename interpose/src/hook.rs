@@ -10,7 +10,7 @@
 //!
 //!     /// `read(2)`.
 //!     [io] fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
-//!         match crate::io::path(fd) {
+//!         match crate::fdwait::path(fd) {
 //!             // SAFETY: forwarded unchanged.
 //!             Path::Pass => unsafe { read::real(fd, buf, n) },
 //!             /* try, wait on the hub on EAGAIN, retry */
@@ -47,6 +47,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// The stats family a hook is counted under (`GREENHOOK_STATS`), declared
 /// in each `hook!`. Lower case: they are the labels printed.
 #[allow(non_camel_case_types)]
+#[cfg_attr(not(greenhook_linux_hooks), allow(dead_code))] // portable build: sleeps only
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Family {
     /// Sleeps and yields.

@@ -125,6 +125,7 @@ pub(crate) mod gate {
     /// `GREENHOOK_THREADS=native`): threads, mutexes, condition variables,
     /// rwlocks, barriers and thread-directed signals are emulated.
     #[inline]
+    #[cfg_attr(not(greenhook_linux_hooks), allow(dead_code))]
     pub(crate) fn emulating() -> bool {
         patched() && crate::threads_as_fibers()
     }

@@ -57,11 +57,13 @@ pub(crate) use real_fn;
 
 /// Declares cached pointers to libc functions that are not hooked (a hooked
 /// function's next definition is `<hook>::real`, from [`hook!`](crate::hook::hook)).
+#[cfg_attr(not(greenhook_linux_hooks), allow(unused_macros))]
 macro_rules! real {
     ($(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?;)*) => {$(
         $crate::real::real_fn!($name = $name($($arg: $ty),*) $(-> $ret)?);
     )*};
 }
+#[cfg_attr(not(greenhook_linux_hooks), allow(unused_imports))]
 pub(crate) use real;
 
 /// One entry of an interpose table: dyld's `struct interpose` from
