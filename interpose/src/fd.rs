@@ -100,7 +100,7 @@ hook! {
     [fd] fn dup(fd: c_int) -> c_int {
         // SAFETY: plain value argument.
         let r = unsafe { dup::real(fd) };
-        if r >= 0 && crate::is_patched() {
+        if r >= 0 && crate::gate::on() {
             fdtable::copy(fd, r);
         }
         r
@@ -108,7 +108,7 @@ hook! {
 
     /// `dup2(2)`.
     [fd] fn dup2(old: c_int, new: c_int) -> c_int {
-        if !crate::is_patched() {
+        if !crate::gate::on() {
             if hub::has_hub() {
                 replacing(old, new); // the hub may watch `new` (Rust API users)
             }
@@ -126,7 +126,7 @@ hook! {
 
     /// `dup3(2)`.
     [fd] fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
-        if !crate::is_patched() {
+        if !crate::gate::on() {
             if hub::has_hub() && old != new {
                 replacing(old, new); // the hub may watch `new` (Rust API users)
             }
@@ -145,13 +145,13 @@ hook! {
     }
 
     /// `fcntl(2)`; the third argument is read as a word (see `real`).
-    #[gate(crate::is_patched())]
+    #[gate(crate::gate::on())]
     [fd] fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
         fcntl_on(fd, cmd, arg)
     }
 
     /// `fcntl64(2)`: the same call on 64-bit glibc.
-    #[gate(crate::is_patched())]
+    #[gate(crate::gate::on())]
     [fd] fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
         fcntl_on(fd, cmd, arg)
     }
@@ -160,7 +160,7 @@ hook! {
     [fd] fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
         // SAFETY: forwarded unchanged; for FIONBIO the kernel validates `arg`.
         let r = unsafe { ioctl::real(fd, req, arg) };
-        if r != 0 || req != libc::FIONBIO || !crate::is_patched() {
+        if r != 0 || req != libc::FIONBIO || !crate::gate::on() {
             return r;
         }
         let fd = Fd::of(fd);
@@ -189,7 +189,7 @@ hook! {
             _ => return r,
         };
         let fd = Fd::of(fd);
-        if r == 0 && crate::is_patched() && fd.flags() & (fdtable::MANAGED | fdtable::KNOWN) != 0 {
+        if r == 0 && crate::gate::on() && fd.flags() & (fdtable::MANAGED | fdtable::KNOWN) != 0 {
             // SAFETY: the kernel accepted a timeval of `len` bytes here.
             let tv = unsafe { &*(val as *const libc::timeval) };
             let d = std::time::Duration::from_secs(tv.tv_sec.max(0) as u64)
@@ -206,7 +206,7 @@ hook! {
         // greenhook::io, and a registration that outlives the fd would
         // swallow the events of the next fd given the same number.
         hub::forget_fd(fd);
-        if crate::is_patched() {
+        if crate::gate::on() {
             fdtable::forget(fd);
         }
         // SAFETY: forwarded unchanged.
@@ -240,7 +240,7 @@ hook! {
     ) -> c_int {
         // SAFETY: forwarded unchanged.
         let r = unsafe { posix_spawn_file_actions_adddup2::real(fa, fd, new) };
-        if r == 0 && crate::is_patched() && (0..=2).contains(&new) {
+        if r == 0 && crate::gate::on() && (0..=2).contains(&new) {
             hand_back(fd);
         }
         r
@@ -511,7 +511,7 @@ fn forget_range(first: c_uint, last: c_uint) {
     let last = (last as usize).min(high.saturating_sub(1));
     for fd in first as usize..=last {
         hub::forget_fd(fd as c_int);
-        if crate::is_patched() {
+        if crate::gate::on() {
             fdtable::forget(fd as c_int);
         }
     }

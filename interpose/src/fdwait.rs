@@ -58,7 +58,7 @@ impl Path {
 /// How a call on `fd` is handled.
 #[inline]
 pub(crate) fn path(fd: c_int) -> Path {
-    if !crate::is_patched() {
+    if !crate::gate::on() {
         return Path::Pass;
     }
     // Managed first, without the machinery check (a thread-local read, which

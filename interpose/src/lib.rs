@@ -112,7 +112,16 @@ pub fn is_preloaded() -> bool {
 
 /// The gate every hook asks first, in one vocabulary. Each answer is
 /// cheap (atomics and one thread-local read) and may change between calls.
+#[cfg_attr(not(greenhook_linux_hooks), allow(dead_code))] // portable build: sleeps only
 pub(crate) mod gate {
+    /// The hooks are on, whoever calls: what must follow every change made
+    /// through a hook, greenhook's own machinery included (the fd table
+    /// tracking `fcntl`, `dup2`, `close`), asks only this.
+    #[inline]
+    pub(crate) fn on() -> bool {
+        crate::is_patched()
+    }
+
     /// The hooks are on (`LD_PRELOAD`, or after [`patch_all`](crate::patch_all))
     /// and the caller is not greenhook's own machinery (the offload pool,
     /// reports): otherwise a hook is its real function.
@@ -125,7 +134,6 @@ pub(crate) mod gate {
     /// `GREENHOOK_THREADS=native`): threads, mutexes, condition variables,
     /// rwlocks, barriers and thread-directed signals are emulated.
     #[inline]
-    #[cfg_attr(not(greenhook_linux_hooks), allow(dead_code))]
     pub(crate) fn emulating() -> bool {
         patched() && crate::threads_as_fibers()
     }
@@ -137,6 +145,15 @@ pub(crate) mod gate {
     #[inline]
     pub(crate) fn can_yield() -> bool {
         hub::in_fiber() || hub::live_fibers() > 0
+    }
+
+    /// Pthreads are fibers and the caller is one: what `pthread_self` and
+    /// thread-specific keys belong to. Unlike [`emulating`] this holds for
+    /// greenhook's own code running in a fiber too (a report's), since that
+    /// code still runs as that fiber.
+    #[inline]
+    pub(crate) fn in_fiber_thread() -> bool {
+        crate::is_patched() && crate::threads_as_fibers() && hub::in_fiber()
     }
 
     /// [`patched`] and [`can_yield`]: a blocking call here waits on the hub.

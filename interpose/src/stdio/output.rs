@@ -225,7 +225,7 @@ hook! {
     [stdio] fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
         // SAFETY: forwarded unchanged.
         let f = unsafe { fdopen::real(fd, mode) };
-        if !f.is_null() && crate::is_patched() {
+        if !f.is_null() && crate::gate::on() {
             crate::fd::hand_back(fd);
         }
         f
@@ -239,7 +239,7 @@ hook! {
         if fd >= 0 {
             let _ = before_output(f, None);
             hub::forget_fd(fd);
-            if crate::is_patched() {
+            if crate::gate::on() {
                 fdtable::forget(fd);
             }
         }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use libc::{c_int, c_void, pthread_key_t};
 
-use super::in_pthread_fiber;
+use crate::gate::in_fiber_thread;
 use crate::hook::hook;
 
 /// A key destructor.
@@ -105,7 +105,7 @@ hook! {
     }
 
     /// `pthread_getspecific`: the fiber's slot inside a fiber.
-    #[gate(in_pthread_fiber())]
+    #[gate(in_fiber_thread())]
     [thread] fn pthread_getspecific(k: pthread_key_t) -> *mut c_void {
         if (k as usize) >= KEYS_MAX {
             return std::ptr::null_mut();
@@ -114,7 +114,7 @@ hook! {
     }
 
     /// `pthread_setspecific`: the fiber's slot inside a fiber.
-    #[gate(in_pthread_fiber())]
+    #[gate(in_fiber_thread())]
     [thread] fn pthread_setspecific(k: pthread_key_t, v: *const c_void) -> c_int {
         if (k as usize) >= KEYS_MAX {
             return libc::EINVAL;

@@ -93,14 +93,6 @@ fn task_of(rec: &Record) -> Rc<hub::Task> {
         .expect("greenhook: pthread record without a task")
 }
 
-/// The caller is a fiber and pthreads are fibers: what `pthread_self` and
-/// the key values belong to. Unlike [`crate::gate::emulating`] this holds
-/// for greenhook's own code running in a fiber too (a report's), since that
-/// code still runs as that fiber.
-fn in_pthread_fiber() -> bool {
-    crate::is_patched() && crate::threads_as_fibers() && hub::in_fiber()
-}
-
 /// The default stack size glibc reports for a fresh attribute object.
 fn default_attr_stack() -> usize {
     static DEFAULT: AtomicUsize = AtomicUsize::new(0);
@@ -321,7 +313,7 @@ hook! {
     }
 
     /// `pthread_self`: our record inside a pthread fiber, the real one elsewhere.
-    #[gate(in_pthread_fiber())]
+    #[gate(crate::gate::in_fiber_thread())]
     [thread] fn pthread_self() -> pthread_t {
         match hub::current().user() {
             // A fiber not made by pthread_create (the Rust API's).
