@@ -9,7 +9,12 @@
 //! 2. system calls per blocking socketpair round trip between two threads
 //!    (target ≤ 8 patched vs 4 unpatched);
 //! 3. 10,000 threads × `usleep(10 ms)`: unpatched / patched wall time
-//!    (target ≥ 10×).
+//!    (target ≥ 10×);
+//! 4. pthread synchronisation (`tests/c/bench_sync.c`): condvar ping-pong
+//!    main↔thread and thread↔thread, semaphore ping-pong, barrier rounds
+//!    (target ≥ 50× faster each), uncontended mutex and rwlock read
+//!    lock+unlock (target ≤ glibc's own cost), and the system calls per
+//!    condvar round trip (target 0).
 #[path = "../tests/util/mod.rs"]
 mod util;
 
@@ -83,6 +88,54 @@ fn many_sleepers() -> (f64, f64) {
     )
 }
 
+/// One `bench_sync` mode: medians of interleaved unpatched and patched
+/// runs, in ns per round trip (or per lock+unlock pair).
+fn sync_mode(mode: &str) -> (f64, f64) {
+    let bin = util::compile("bench_sync");
+    let fast = mode == "mutex" || mode == "rwlock";
+    let (np, nu) = match (quick(), fast) {
+        (true, true) => ("2000000", "2000000"),
+        (true, false) => ("200000", "20000"),
+        (false, true) => ("20000000", "20000000"),
+        (false, false) => ("2000000", "100000"),
+    };
+    let (mut plain, mut patched) = (Vec::new(), Vec::new());
+    for _ in 0..if quick() { 3 } else { 5 } {
+        let r = util::run(&bin, &[mode, nu], false, &[]);
+        plain.push(stderr_value(&r.stderr, "ns").expect("unpatched run"));
+        let r = util::run(&bin, &[mode, np], true, &[]);
+        patched.push(stderr_value(&r.stderr, "ns").expect("patched run"));
+    }
+    (median(plain), median(patched))
+}
+
+/// System calls per condvar round trip under the preload (between two run
+/// lengths, so start-up and teardown cancel out).
+fn sync_syscalls(mode: &str) -> Option<f64> {
+    let bin = util::compile("bench_sync");
+    let lib = util::preload_lib();
+    let count = |rounds: u32| -> Option<f64> {
+        let out = std::env::temp_dir().join(format!("greenhook-strace-sync-{}-{mode}-{rounds}", std::process::id()));
+        let status = Command::new("strace")
+            .args(["-f", "-c", "-o"])
+            .arg(&out)
+            .arg(&bin)
+            .args([mode, &rounds.to_string()])
+            .env("LD_PRELOAD", &lib)
+            .output()
+            .ok()?
+            .status;
+        if !status.success() {
+            return None;
+        }
+        let text = std::fs::read_to_string(&out).ok()?;
+        let _ = std::fs::remove_file(&out);
+        let total = text.lines().find(|l| l.trim_end().ends_with("total"))?;
+        total.split_whitespace().nth(3)?.parse().ok()
+    };
+    Some((count(200_000)? - count(100_000)?) / 100_000.0)
+}
+
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -141,4 +194,35 @@ fn main() {
         p,
         u / p
     );
+    for (mode, label) in [
+        ("cond-main", "condvar ping-pong, main ↔ thread (round trip)"),
+        ("cond-threads", "condvar ping-pong, thread ↔ thread (round trip)"),
+        ("sem-main", "semaphore ping-pong, main ↔ thread (round trip)"),
+        ("sem-threads", "semaphore ping-pong, thread ↔ thread"),
+        ("barrier", "barrier, 2 threads (per round)"),
+    ] {
+        let (u, p) = sync_mode(mode);
+        println!("{label:<52} {u:>9.1} ns {p:>9.1} ns {:>7.1}× faster", u / p);
+    }
+    for (mode, label) in [
+        ("mutex", "uncontended mutex lock+unlock, in a thread"),
+        ("rwlock", "uncontended rwlock rdlock+unlock, in a thread"),
+    ] {
+        let (u, p) = sync_mode(mode);
+        println!("{label:<52} {u:>9.1} ns {p:>9.1} ns {:>7.3}×", p / u);
+    }
+    for mode in ["cond-main", "cond-threads"] {
+        match sync_syscalls(mode) {
+            Some(n) => println!(
+                "{:<52} {:>12} {n:>12.3}",
+                format!("syscalls per {mode} round trip, patched"),
+                "-"
+            ),
+            None => println!(
+                "{:<52} {:>12}",
+                format!("syscalls per {mode} round trip"),
+                "(no strace)"
+            ),
+        }
+    }
 }

@@ -192,3 +192,13 @@ fn a_cold_file_read_does_not_stall_other_threads() {
     eprintln!("cold read: ticker at most {} ms late", ticker(&patched.stderr).late_ms);
     std::fs::remove_file(path).ok();
 }
+
+/// Waiters kept in the objects themselves: a fork while one waits, FIFO
+/// hand-over, timed-out waiters leaving cleanly, objects in reused heap
+/// memory.
+#[test]
+fn lock_waiters_in_the_object() {
+    for mode in ["fork", "handoff", "timeouts", "heap"] {
+        differential("lock_waiters", &[mode]);
+    }
+}

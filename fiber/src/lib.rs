@@ -236,6 +236,7 @@ impl Fiber {
     }
 
     /// Process-unique id, starting at 1 (0 is the root context).
+    #[inline]
     pub fn id(&self) -> u64 {
         self.id
     }

@@ -37,7 +37,8 @@ fn describe(t: &Task) -> String {
         Waiting::Nothing => "is not waiting".to_string(),
         Waiting::Sleep => "sleeps".to_string(),
         Waiting::Fd(fd, i) => format!("waits for fd {fd} to be {i:?}"),
-        Waiting::Park(a) => format!("waits on {}", internal::describe_key(a)),
+        Waiting::Park(a) => format!("waits on address {a:#x}"),
+        Waiting::Object(kind, a) => format!("waits on {kind} {a:#x}{}", internal::owner_of(kind, a)),
         Waiting::Join(id) => format!("joins fiber {id}"),
         Waiting::Remote => "waits for another thread".to_string(),
     };

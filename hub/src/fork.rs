@@ -6,7 +6,7 @@ use std::rc::Rc;
 use std::sync::OnceLock;
 
 use crate::handover::Handover;
-use crate::{internal, pool, Hub, CURRENT};
+use crate::{internal, pool, Hub};
 
 /// Set at most once: see [`set_poll_hook`].
 static POLL_HOOK: OnceLock<fn()> = OnceLock::new();
@@ -40,7 +40,7 @@ pub(crate) fn run_poll_hook() {
 /// context (idle or between fibers) rather than user code. Reads two
 /// thread-local cells and nothing else, so a signal handler may call it.
 pub fn in_loop() -> bool {
-    CURRENT.with(|c| c.get()).is_null() && Hub::existing().is_some_and(|h| h.looping.get())
+    crate::current_ptr().is_null() && Hub::existing().is_some_and(|h| h.looping.get())
 }
 
 /// Called when the root must wait and nothing can ever wake anything: in a
@@ -92,9 +92,16 @@ pub fn reset_after_fork() {
         cur.index.set(0);
         tasks.push(cur.clone());
         ORPHAN_ROOT.with(|o| o.set(true));
+        // The root only drives the loop in this child: whatever it waited
+        // for (a lock's wait list) must not resume it.
+        hub.root.seq.set(hub.root.seq.get() + 1);
     }
     for t in old {
         if !Rc::ptr_eq(&t, &cur) {
+            // Lost: its old waits may still be linked in the child's memory
+            // (a mutex's wait list); moving its sequence on makes every one
+            // of them stale, so nothing ever resumes it.
+            t.seq.set(t.seq.get() + 1);
             std::mem::forget(t);
         }
     }

@@ -9,7 +9,7 @@
 use std::rc::Rc;
 
 use crate::stats::bump;
-use crate::{Hub, State, Task, CURRENT, HUB};
+use crate::{Hub, State, Task};
 
 /// Direct hand-overs between two fibers (see [`yield_now`]) before a yield
 /// goes through the root, which polls timers and I/O.
@@ -39,16 +39,16 @@ pub(crate) enum Handover {
 /// (docs/DESIGN.md, "The hub", has the reasons and the measurements).
 #[inline]
 pub fn yield_now() {
-    let p = CURRENT.with(|c| c.get());
+    let p = crate::current_ptr();
     if !p.is_null() {
-        // SAFETY: a thread that runs a task has a hub (HUB is set before the
+        // SAFETY: a thread that runs a task has a hub (its hub is set before the
         // first task runs and never cleared), and it is never freed.
-        let hub = unsafe { &*HUB.with(|h| h.get()) };
+        let hub = unsafe { &*crate::LOCAL.with(|l| l.hub.get()) };
         if hub.handing_over.get() != Handover::Idle {
             // We were resumed by a fiber handing over to us (below), and it
             // is the only other runnable fiber: FIFO runs it next. Suspend
             // straight back to it; it requeues us.
-            // SAFETY: CURRENT points at the running task (see Hub::current),
+            // SAFETY: the current-task pointer points at the running task (see Hub::current),
             // a fiber.
             return unsafe { (*p).suspend_runnable() };
         }
@@ -72,7 +72,7 @@ pub fn yield_now() {
 /// The rest of [`yield_now`], out of line: through the root.
 #[inline(never)]
 fn yield_slow() {
-    let p = CURRENT.with(|c| c.get());
+    let p = crate::current_ptr();
     if !p.is_null() {
         let hub = Hub::get();
         debug_assert_eq!(hub.handing_over.get(), Handover::Idle);
@@ -80,7 +80,7 @@ fn yield_slow() {
         hub.direct_left.set(hub.direct_budget);
         // The normal path: switch to the root, which requeues the reference
         // it already holds.
-        // SAFETY: CURRENT points at the running task (see Hub::current),
+        // SAFETY: the current-task pointer points at the running task (see Hub::current),
         // a fiber.
         return unsafe { (*p).suspend_runnable() };
     }
@@ -127,11 +127,11 @@ impl Hub {
         debug_assert!(self.beat.is_none());
         self.handing_over.set(Handover::Active);
         t.state.set(State::Running);
-        CURRENT.with(|c| c.set(next));
+        crate::set_current(next);
         bump(&self.counters.switches);
         // SAFETY: the hub belongs to this thread, and so does its errno slot.
         let done = unsafe { f.resume_with_errno(self.errno) };
-        CURRENT.with(|c| c.set(me));
+        crate::set_current(me);
         // The common case: it yielded again. A fiber that ended, blocked or
         // exited suspends in another state (`Running` for the first and
         // last), so one test covers them all.
@@ -182,7 +182,7 @@ impl Hub {
             Rc::from_raw(next)
         };
         self.suspended(t, done);
-        // SAFETY: `me` is the running fiber (CURRENT was restored above).
+        // SAFETY: `me` is the running fiber (the current-task pointer was restored above).
         unsafe {
             (*me).state.set(State::Blocked);
             (*me).suspend();

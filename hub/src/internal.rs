@@ -7,19 +7,17 @@
 //! operations.
 //!
 //! It is also where the layer above hands the hub what only it knows, for
-//! reports: names of wait-queue keys and of tasks, and extra stats rows.
+//! reports: owners of objects waited on, names of tasks, and extra stats
+//! rows.
 
-use std::cell::Cell;
 use std::sync::OnceLock;
 
-thread_local! {
-    static DEPTH: Cell<u32> = const { Cell::new(0) };
-}
+use crate::LOCAL;
 
 /// Whether the caller is greenhook machinery (hooks must pass through).
 #[inline]
 pub fn is_internal() -> bool {
-    DEPTH.with(|d| d.get()) != 0
+    LOCAL.with(|l| l.depth.get()) != 0
 }
 
 /// While alive, the thread counts as greenhook machinery.
@@ -28,7 +26,7 @@ pub struct Guard(());
 impl Guard {
     /// Enters internal mode (nests).
     pub fn new() -> Guard {
-        DEPTH.with(|d| d.set(d.get() + 1));
+        LOCAL.with(|l| l.depth.set(l.depth.get() + 1));
         Guard(())
     }
 }
@@ -41,13 +39,13 @@ impl Default for Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        DEPTH.with(|d| d.set(d.get() - 1));
+        LOCAL.with(|l| l.depth.set(l.depth.get() - 1));
     }
 }
 
 /// Marks this whole thread as machinery (worker threads).
 pub(crate) fn mark_thread() {
-    DEPTH.with(|d| d.set(d.get() + 1));
+    LOCAL.with(|l| l.depth.set(l.depth.get() + 1));
 }
 
 // The layer above registers these once it is loaded. Each is set at most
@@ -55,20 +53,23 @@ pub(crate) fn mark_thread() {
 // what every caller wants (each registers the same function whenever it
 // may be the first, e.g. on its first mutex wait).
 
-type Describer = fn(usize) -> Option<String>;
-static DESCRIBER: OnceLock<Describer> = OnceLock::new();
+type OwnerDescriber = fn(&'static str, usize) -> Option<String>;
+static OWNER: OnceLock<OwnerDescriber> = OnceLock::new();
 
-/// Lets the layer above say what a wait-queue key is ("mutex 0x…, held by
-/// fiber 2") in deadlock reports. The first registration wins.
-pub fn set_key_describer(f: Describer) {
-    let _ = DESCRIBER.set(f);
+/// Lets the layer above say who holds the object a task waits on ("fiber
+/// 2", for a [`Waiting::Object`](crate::Waiting::Object) of kind "mutex") in
+/// deadlock reports. The first registration wins.
+pub fn set_owner_describer(f: OwnerDescriber) {
+    let _ = OWNER.set(f);
 }
 
-pub(crate) fn describe_key(key: usize) -> String {
-    DESCRIBER
+/// " held by …" for the object, or nothing.
+pub(crate) fn owner_of(kind: &'static str, addr: usize) -> String {
+    OWNER
         .get()
-        .and_then(|f| f(key))
-        .unwrap_or_else(|| format!("address {key:#x}"))
+        .and_then(|f| f(kind, addr))
+        .map(|o| format!(" held by {o}"))
+        .unwrap_or_default()
 }
 
 type Extra = fn() -> Vec<(&'static str, u64)>;

@@ -64,6 +64,7 @@ mod spawn;
 mod stats;
 mod task;
 mod timer;
+mod waitlist;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -74,13 +75,14 @@ pub use deadlock::DEADLOCK_EXIT_CODE;
 pub use fd::{forget_fd, registered_high, wait_fd, wait_fds, Interest};
 pub use fork::{in_loop, reset_after_fork, set_poll_hook};
 pub use handover::yield_now;
-pub use park::{park, parked, unpark, Park};
+pub use park::{park, park_object, parked, unpark, Park};
 pub use pool::{offload, pool_size};
 pub use remote::{park_remote, wait_remote, RemoteWaker};
 pub use spawn::{exit_current, for_each_task, join, join_until, live_fibers, spawn, Spawn};
 pub use stats::{stalls, stats, stats_table, Stats};
-pub use task::{current, current_user, in_fiber, with_current_fiber, State, Task, Waiting, Wake};
+pub use task::{current, current_user, in_fiber, owner_id, with_current_fiber, State, Task, Waiting, Wake};
 pub use timer::{sleep, sleep_forever, sleep_interruptible, sleep_until};
+pub use waitlist::WaitList;
 
 use fd::FdSlot;
 use handover::{Handover, DIRECT_BUDGET};
@@ -122,6 +124,9 @@ pub(crate) struct Hub {
     /// Whether a fiber is resuming another directly from its own stack
     /// ([`handover`]).
     handing_over: Cell<Handover>,
+    /// A fiber that blocked and handed over to the only runnable one
+    /// ([`Hub::block_fiber`]); null once woken without being queued.
+    blocked_resumer: Cell<*const Task>,
     /// Direct hand-overs left before the next trip through the root.
     direct_left: Cell<u32>,
     /// What `direct_left` is renewed to: [`DIRECT_BUDGET`], or 0 under the
@@ -132,10 +137,42 @@ pub(crate) struct Hub {
     errno: *mut i32,
 }
 
-thread_local! {
-    static HUB: Cell<*const Hub> = const { Cell::new(std::ptr::null()) };
+/// What the hub keeps per OS thread, behind one thread-local: in a shared
+/// library every thread-local access is a `__tls_get_addr` call, and a hook
+/// that asks several of these questions (is this machinery? which task
+/// runs?) then pays for one.
+pub(crate) struct Local {
+    /// This thread's hub, null until first used.
+    pub(crate) hub: Cell<*const Hub>,
     /// The task running now on this thread; null in the root context.
-    static CURRENT: Cell<*const Task> = const { Cell::new(std::ptr::null()) };
+    pub(crate) current: Cell<*const Task>,
+    /// How deep the thread is in greenhook's own machinery ([`internal`]).
+    pub(crate) depth: Cell<u32>,
+    /// The thread's kernel id, asked once (0 until then).
+    pub(crate) tid: Cell<i32>,
+}
+
+thread_local! {
+    pub(crate) static LOCAL: Local = const {
+        Local {
+            hub: Cell::new(std::ptr::null()),
+            current: Cell::new(std::ptr::null()),
+            depth: Cell::new(0),
+            tid: Cell::new(0),
+        }
+    };
+}
+
+/// The task running now on this thread (null in the root context).
+#[inline(always)]
+pub(crate) fn current_ptr() -> *const Task {
+    LOCAL.with(|l| l.current.get())
+}
+
+/// Makes `t` (null: the root) the task running now on this thread.
+#[inline(always)]
+pub(crate) fn set_current(t: *const Task) {
+    LOCAL.with(|l| l.current.set(t))
 }
 
 impl Hub {
@@ -144,9 +181,9 @@ impl Hub {
     /// exits, and it must never be unwound or dropped under them.
     #[inline]
     pub(crate) fn get() -> &'static Hub {
-        let p = HUB.with(|h| h.get());
+        let p = LOCAL.with(|l| l.hub.get());
         if !p.is_null() {
-            // SAFETY: a non-null HUB was leaked by `create` on this thread and
+            // SAFETY: a non-null hub pointer was leaked by `create` on this thread and
             // is never freed.
             return unsafe { &*p };
         }
@@ -157,8 +194,8 @@ impl Hub {
     /// to do on a thread without one (and must not create it).
     #[inline]
     pub(crate) fn existing() -> Option<&'static Hub> {
-        let p = HUB.with(|h| h.get());
-        // SAFETY: as in `get`: a non-null HUB is leaked, never freed.
+        let p = LOCAL.with(|l| l.hub.get());
+        // SAFETY: as in `get`: a non-null hub pointer is leaked, never freed.
         unsafe { p.as_ref() }
     }
 
@@ -189,6 +226,7 @@ impl Hub {
             looping: Cell::new(false),
             beat,
             handing_over: Cell::new(Handover::Idle),
+            blocked_resumer: Cell::new(std::ptr::null()),
             direct_left: Cell::new(direct_budget),
             direct_budget,
             errno: fiber::errno::location(),
@@ -196,7 +234,7 @@ impl Hub {
         }));
         hub.root.state.set(State::Running);
         fiber::set_running_hook(task::running_fiber);
-        HUB.with(|h| h.set(hub));
+        LOCAL.with(|l| l.hub.set(hub));
         stats::stats_at_exit();
         hub
     }
@@ -204,11 +242,11 @@ impl Hub {
     /// The running task (the root when not in a fiber).
     #[inline]
     fn current(&self) -> Rc<Task> {
-        let p = CURRENT.with(|c| c.get());
+        let p = current_ptr();
         if p.is_null() {
             self.root.clone()
         } else {
-            // SAFETY: CURRENT is set from `Rc::as_ptr` of a task the run loop
+            // SAFETY: the current-task pointer is set from `Rc::as_ptr` of a task the run loop
             // holds a strong reference to for as long as it runs.
             unsafe {
                 Rc::increment_strong_count(p);

@@ -42,12 +42,24 @@ impl Park {
 /// is single-threaded): if it returns false the task does not sleep. This is
 /// the futex contract: "sleep only if the word still holds the value I saw".
 pub fn park(key: usize, deadline: Option<Instant>, validate: impl FnOnce() -> bool) -> Park {
+    park_as(Waiting::Park(key), key, deadline, validate)
+}
+
+/// [`park`] on the queue of an object of `kind` ("mutex", "semaphore"…) at
+/// `key`, named so in deadlock reports. For objects that cannot hold a
+/// [`WaitList`](crate::WaitList) of their own (memory another process may
+/// map).
+pub fn park_object(kind: &'static str, key: usize, deadline: Option<Instant>, validate: impl FnOnce() -> bool) -> Park {
+    park_as(Waiting::Object(kind, key), key, deadline, validate)
+}
+
+fn park_as(what: Waiting, key: usize, deadline: Option<Instant>, validate: impl FnOnce() -> bool) -> Park {
     if !validate() {
         return Park::Invalid;
     }
     let hub = Hub::get();
     let cur = hub.current();
-    let w = hub.prepare(&cur, Waiting::Park(key));
+    let w = hub.prepare(&cur, what);
     hub.waitq.borrow_mut().entry(key).or_default().push_back(w);
     bump(&hub.counters.parks);
     let r = hub.block(&cur, deadline);

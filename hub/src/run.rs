@@ -14,7 +14,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::stats::bump;
-use crate::{fork, monitor, Hub, State, Task, CURRENT};
+use crate::{fork, monitor, Hub, State, Task};
 
 /// The FIFO run queue of a hub. It also keeps its only entry at hand, for
 /// the question the hand-over in [`yield_now`](crate::yield_now) asks at
@@ -54,6 +54,17 @@ impl RunQueue {
         debug_assert!(q.front().is_some_and(|f| std::ptr::eq(Rc::as_ptr(f), t)));
         q.rotate_left(1);
         self.note(&q);
+    }
+
+    /// Takes `t` out of the queue; returns whether it was at the front.
+    pub(crate) fn remove(&self, t: *const Task) -> bool {
+        let mut q = self.q.borrow_mut();
+        let i = q.iter().position(|x| std::ptr::eq(Rc::as_ptr(x), t));
+        if let Some(i) = i {
+            q.remove(i);
+        }
+        self.note(&q);
+        i == Some(0)
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -140,10 +151,10 @@ impl Hub {
     /// whichever it is is current again when `t` suspends.
     #[inline(always)]
     fn switch_to(&self, t: &Task) -> bool {
-        let back = CURRENT.with(|c| c.get());
+        let back = crate::current_ptr();
         let next: *const Task = t;
         t.state.set(State::Running);
-        CURRENT.with(|c| c.set(next));
+        crate::set_current(next);
         bump(&self.counters.switches);
         if let Some(b) = &self.beat {
             self.beat(b, next);
@@ -153,7 +164,7 @@ impl Hub {
             .fiber
             .as_ref()
             .is_some_and(|f| unsafe { f.resume_with_errno(self.errno) });
-        CURRENT.with(|c| c.set(back));
+        crate::set_current(back);
         if let Some(b) = &self.beat {
             self.beat(b, back);
         }

@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use crate::stats::bump;
-use crate::{internal, Hub, State, Task, Waiting, Wake, CURRENT};
+use crate::{internal, Hub, State, Task, Waiting, Wake};
 
 /// Options for [`spawn`].
 #[derive(Default, Clone, Debug)]
@@ -122,7 +122,7 @@ pub fn exit_current() -> ! {
         assert!(!cur.is_root(), "hub::exit_current called outside a fiber");
         cur.exiting.set(true);
     }
-    let p = CURRENT.with(|c| c.get());
+    let p = crate::current_ptr();
     // SAFETY: the running task, a fiber (asserted above).
     unsafe { (*p).suspend() };
     unreachable!("an exited fiber was resumed")

@@ -15,7 +15,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Instant;
 
-use crate::{Hub, Interest, CURRENT};
+use crate::{Hub, Interest};
 
 /// The life cycle of a task.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -52,8 +52,11 @@ pub enum Waiting {
     Sleep,
     /// Readiness of an fd.
     Fd(std::os::fd::RawFd, Interest),
-    /// A wait queue keyed by this address (mutex, condvar, futex, ...).
+    /// A wait queue keyed by this address (a futex word, ...).
     Park(usize),
+    /// A [`WaitList`](crate::WaitList) in an object of this kind ("mutex",
+    /// "condvar", …) at this address.
+    Object(&'static str, usize),
     /// Another fiber to finish.
     Join(u64),
     /// Another OS thread (offload pool, remote waker).
@@ -78,11 +81,17 @@ pub struct Task {
     /// Opaque per-task word for the layer above (the interposer keeps its
     /// pthread record here).
     user: Cell<usize>,
+    /// The fiber's id as [`owner_id`] gives it (0 for the root).
+    owner: i32,
 }
 
 impl Task {
     pub(crate) fn new(fiber: Option<fiber::Fiber>) -> Task {
+        let owner = fiber
+            .as_ref()
+            .map_or(0, |f| (f.id().wrapping_sub(1) % i32::MAX as u64 + 1) as i32);
         Task {
+            owner,
             fiber,
             state: Cell::new(State::Runnable),
             seq: Cell::new(0),
@@ -216,8 +225,7 @@ impl Hub {
         if cur.is_root() {
             self.run_root(cur);
         } else {
-            // SAFETY: `cur` is the running task, and a fiber.
-            unsafe { cur.suspend() };
+            self.block_fiber(Rc::as_ptr(cur));
         }
         let reason = cur.reason.get();
         if let Some(k) = timer {
@@ -229,17 +237,87 @@ impl Hub {
         reason
     }
 
+    /// Switches away from `me`, the running fiber, which has just blocked,
+    /// until it is woken.
+    ///
+    /// When exactly one other fiber is runnable, FIFO runs it next anyway:
+    /// resume it from our own stack, as a yield does (see
+    /// [`handover`](crate::handover)), so a lock or condvar hand-over
+    /// between two fibers is one coroutine round trip, not two through the
+    /// root. Control comes back here when it suspends; if it woke us
+    /// meanwhile we just go on, else we switch to the root as usual.
+    #[inline]
+    fn block_fiber(&self, me: *const Task) {
+        // SAFETY: `me` is the running task (the caller's), a fiber.
+        let t = unsafe { &*me };
+        if self.handing_over.get() == crate::handover::Handover::Idle {
+            let left = self.direct_left.get();
+            if left > 0 {
+                if let Some(next) = self.runq.sole() {
+                    self.direct_left.set(left - 1);
+                    self.blocked_resumer.set(me);
+                    self.hand_over(me, next);
+                    let queued = !self.blocked_resumer.replace(std::ptr::null()).is_null();
+                    if t.state.get() != State::Blocked {
+                        return self.woken_while_handing_over(me, queued);
+                    }
+                }
+            }
+        }
+        // SAFETY: `me` is the running fiber.
+        unsafe { t.suspend() }
+    }
+
+    /// `me` was woken by the fiber it handed over to. Not `queued` (see
+    /// [`Hub::wake_raw`]), or queued at the front, it just goes on running;
+    /// queued behind others, it lets them go first, as FIFO order says.
+    #[inline]
+    fn woken_while_handing_over(&self, me: *const Task, queued: bool) {
+        // SAFETY: `me` is the running fiber.
+        let t = unsafe { &*me };
+        if !queued || self.runq.remove(me) {
+            t.state.set(State::Running);
+        } else {
+            // SAFETY: `me` is the running fiber; the root requeues it.
+            unsafe { t.suspend_runnable() }
+        }
+    }
+
     /// Makes `w.task` runnable if it is still in the wait `w` names.
+    #[inline]
     pub(crate) fn wake(&self, w: &Waiter, reason: Wake) -> bool {
-        let t = &w.task;
-        if t.seq.get() != w.seq || t.state.get() != State::Blocked {
+        self.wake_raw(Rc::as_ptr(&w.task), w.seq, reason)
+    }
+
+    /// Makes `t` runnable if it is still in the wait `seq` names.
+    ///
+    /// A task that was lost in a `fork` (see [`crate::reset_after_fork`])
+    /// had its sequence number moved on, so no old wait of it matches.
+    #[inline]
+    pub(crate) fn wake_raw(&self, t: *const Task, seq: u64, reason: Wake) -> bool {
+        // SAFETY: the callers hold a reference to `t` or a node whose task
+        // is alive while it is parked (see `Waiter` and `WaitList`).
+        let task = unsafe { &*t };
+        if task.seq.get() != seq || task.state.get() != State::Blocked {
             return false;
         }
-        t.seq.set(w.seq + 1);
-        t.reason.set(reason);
-        t.state.set(State::Runnable);
-        if !t.is_root() {
-            self.runq.push_back(t.clone());
+        task.seq.set(seq + 1);
+        task.reason.set(reason);
+        task.state.set(State::Runnable);
+        if std::ptr::eq(t, self.blocked_resumer.get()) && self.runq.len() == 1 {
+            // A fiber blocked in `block_fiber` whose stack the running
+            // fiber, the only one queued, returns to when it suspends: FIFO
+            // runs it right after that one anyway, and it will just go on.
+            self.blocked_resumer.set(std::ptr::null());
+            return true;
+        }
+        if !task.is_root() {
+            // SAFETY: `t` is alive (above); the run queue takes a strong
+            // reference of its own.
+            self.runq.push_back(unsafe {
+                Rc::increment_strong_count(t);
+                Rc::from_raw(t)
+            });
         }
         true
     }
@@ -253,18 +331,18 @@ pub fn current() -> Rc<Task> {
 /// The running fiber's opaque user word (see [`Task::set_user`]), read
 /// without touching reference counts (usable from a signal handler).
 pub fn current_user() -> Option<usize> {
-    let p = CURRENT.with(|c| c.get());
-    // SAFETY: CURRENT points at the running task, alive while it runs.
+    let p = crate::current_ptr();
+    // SAFETY: the current-task pointer points at the running task, alive while it runs.
     unsafe { p.as_ref() }.map(|t| t.user.get())
 }
 
 /// Runs `f` with the fiber running on this thread, if any (the root
 /// context has none).
 pub fn with_current_fiber<R>(f: impl FnOnce(Option<&fiber::Fiber>) -> R) -> R {
-    // SAFETY: non-null CURRENT points at the running task, which the run
+    // SAFETY: a non-null current-task pointer points at the running task, which the run
     // loop keeps alive while it runs; `f` runs within that time (should it
     // switch, it does so on this fiber's own stack, which the fiber outlives).
-    f(unsafe { CURRENT.with(|c| c.get()).as_ref() }.and_then(|t| t.fiber.as_ref()))
+    f(unsafe { crate::current_ptr().as_ref() }.and_then(|t| t.fiber.as_ref()))
 }
 
 /// The fiber running on this thread, or null: the overflow handler's hook
@@ -274,8 +352,39 @@ pub(crate) fn running_fiber() -> *const fiber::Fiber {
     with_current_fiber(|f| f.map_or(std::ptr::null(), |f| f as *const fiber::Fiber))
 }
 
+/// Who runs now, as a lock's owner word records it: the fiber's id folded
+/// into 1..=`i32::MAX`, or in the root context minus the thread's kernel id.
+/// The kernel id is asked once per thread and kept, so the child of a
+/// `fork` still owns what its forking root had locked; and a lock taken by
+/// the root costs no system call.
+#[inline]
+pub fn owner_id() -> i32 {
+    crate::LOCAL.with(|l| {
+        let t = l.current.get();
+        if t.is_null() {
+            let tid = l.tid.get();
+            if tid != 0 {
+                -tid
+            } else {
+                -root_tid(&l.tid)
+            }
+        } else {
+            // SAFETY: the current-task pointer points at the running task,
+            // alive while it runs.
+            unsafe { &*t }.owner
+        }
+    })
+}
+
+#[cold]
+fn root_tid(cache: &std::cell::Cell<i32>) -> i32 {
+    let tid = rustix::thread::gettid().as_raw_nonzero().get();
+    cache.set(tid);
+    tid
+}
+
 /// Whether the caller runs inside a fiber.
 #[inline]
 pub fn in_fiber() -> bool {
-    !CURRENT.with(|c| c.get()).is_null()
+    !crate::current_ptr().is_null()
 }

@@ -1,27 +1,43 @@
-//! Condition variables, emulated without any state: waiters park on the
-//! condvar's address, a signal wakes one of them and a broadcast all. A
+//! Condition variables, emulated with no state but their waiters (the
+//! condvar's wait list, or the hub's queue keyed by its address when it is
+//! process-shared): a signal wakes the oldest waiter and a broadcast all. A
 //! wait is a cancellation point, before and after it.
 
 use std::sync::atomic::Ordering;
 
 use libc::{c_int, clockid_t, pthread_cond_t, pthread_mutex_t, timespec};
 
-use super::{mutex, park, word, Kind, Wait};
+use super::{mutex, word, Kind, Wait, Waiters};
 use crate::gate::emulating;
 use crate::hook::hook;
 
-/// The clock chosen with `pthread_condattr_setclock` (bit 1 of `__wrefs`,
-/// at byte 36 in glibc's layout).
+/// `__wrefs`, at byte 36 in glibc's layout: bit 0 process-shared, bit 1
+/// the clock chosen with `pthread_condattr_setclock`.
+const WREFS: usize = 9;
+
+/// The clock the condvar's timed waits use.
 ///
 /// # Safety
 /// `c` is a live condvar.
 unsafe fn clock(c: *mut pthread_cond_t) -> clockid_t {
-    // SAFETY: per the contract; word 9 is __wrefs.
-    if unsafe { word(c as usize, 9) }.load(Ordering::Relaxed) & 2 != 0 {
+    // SAFETY: per the contract.
+    if unsafe { word(c as usize, WREFS) }.load(Ordering::Relaxed) & 2 != 0 {
         libc::CLOCK_MONOTONIC
     } else {
         libc::CLOCK_REALTIME
     }
+}
+
+/// Where the condvar's waiters wait: its wait list in `__wseq` and
+/// `__g1_start` (bytes 0..16), unless it is process-shared.
+///
+/// # Safety
+/// `c` is a live condvar.
+#[inline]
+unsafe fn waiters(c: *mut pthread_cond_t) -> Waiters {
+    let a = c as usize;
+    // SAFETY: per the contract; the condvar is 48 bytes, 8-aligned.
+    unsafe { Waiters::of(a, 0, word(a, WREFS).load(Ordering::Relaxed) & 1 != 0) }
 }
 
 /// Waits on an emulated condvar; `timeout`: None = forever, Some((clock, ts)).
@@ -46,7 +62,8 @@ unsafe fn wait(
         Ok(n) => n,
         Err(e) => return e,
     };
-    let r = park(Kind::Condvar, c as usize, deadline, || true);
+    // SAFETY: the caller's condvar.
+    let r = unsafe { waiters(c) }.park(Kind::Condvar, c as usize, 0, deadline, || true);
     // SAFETY: the caller's mutex.
     unsafe { mutex::acquire(m, Wait::Until(None)) };
     if saved > 1 {
@@ -91,14 +108,16 @@ hook! {
     /// `pthread_cond_signal`.
     #[gate(emulating())]
     [sync] fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
-        hub::unpark(c as usize, 1);
+        // SAFETY: the caller's condvar.
+        unsafe { waiters(c) }.wake_one();
         0
     }
 
     /// `pthread_cond_broadcast`.
     #[gate(emulating())]
     [sync] fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
-        hub::unpark(c as usize, usize::MAX);
+        // SAFETY: the caller's condvar.
+        unsafe { waiters(c) }.wake_all();
         0
     }
 }

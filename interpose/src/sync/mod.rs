@@ -1,12 +1,18 @@
 //! Fiber-aware pthread synchronisation: one file per primitive
 //! ([`mutex`], [`cond`], [`rwlock`], [`barrier`], [`spin`], [`sem`]), and
 //! here what they share: the words of the caller's object, owner ids,
-//! the wait ([`park`], which names the object in deadlock reports) and the
-//! timed-lock rule.
+//! where waiters wait ([`Waiters`]) and the timed-lock rule.
 //!
-//! A blocked waiter parks on the hub ([`hub::park`], keyed by the object's
-//! address) instead of blocking the only OS thread, so a fiber that sleeps
-//! while holding a lock cannot deadlock the hub.
+//! A blocked waiter parks on the hub instead of blocking the only OS
+//! thread, so a fiber that sleeps while holding a lock cannot deadlock the
+//! hub. A process-private object keeps its waiters in a [`hub::WaitList`]
+//! inside the object itself (two words glibc's own initialisers zero and
+//! its functions leave alone), linked through the parked fibers' stacks:
+//! a lock, condvar or semaphore hand-over allocates nothing, hashes
+//! nothing and makes no system call, and an unlock that finds the list
+//! empty touches nothing else. A process-shared object may be mapped by
+//! another process, where our pointers mean nothing: its waiters park on
+//! the hub's queue keyed by its address instead.
 //!
 //! ## Decision: when we emulate
 //! With `threads_as_fibers` (the preload default) mutexes, condition
@@ -16,23 +22,32 @@
 //! preload library patches in its constructor, before `main`. The emulated
 //! state lives in the caller's object, in fields the static initialisers
 //! zero, and it keeps the fields glibc's `*_init`/`*_destroy` read:
-//! - mutex: `__lock` 0/1, `__count` (recursion), `__owner` (our owner id:
-//!   the fiber id, or minus the tid for a root context), `__kind` read back
-//!   from what the real `pthread_mutex_init` or the initialiser wrote;
-//!   `__nusers` stays 0, so the real `pthread_mutex_destroy` works;
-//! - condvar: no state at all (waiters park on its address); the clock is
-//!   read from bit 1 of `__wrefs`, written by the real `pthread_cond_init`;
+//! - mutex: `__lock` 0 (free), 1 (locked) or 2 (locked, waiters parked),
+//!   as glibc's; `__count` (recursion), `__owner` (our owner id: the fiber
+//!   id, or minus the tid for a root context), `__kind` read back from what
+//!   the real `pthread_mutex_init` or the initialiser wrote; `__nusers`
+//!   stays 0, so the real `pthread_mutex_destroy` works; the wait list in
+//!   `__list` (bytes 24..40, used by glibc only for robust mutexes' kernel
+//!   list, which the emulation does not use);
+//! - condvar: no state but the wait list, in `__wseq`/`__g1_start` (bytes
+//!   0..16); the clock is read from bit 1 of `__wrefs`, written by the real
+//!   `pthread_cond_init`, and bit 0 says process-shared;
 //! - rwlock: `__readers` is -1 (writer) or the reader count, `__cur_writer`
-//!   the writing owner; readers are preferred (glibc's default);
-//! - barrier: our own count/arrived/generation words (init is ours too).
+//!   the writing owner, the wait list in bytes 8..24 (glibc's futex words);
+//!   readers are preferred (glibc's default) unless the lock was made
+//!   writer-preferring;
+//! - barrier: our own count/arrived/generation/shared words (init is ours
+//!   too), the wait list in bytes 16..32.
 //!
 //! Spinlocks and semaphores keep glibc's own representation (a word that is
 //! 0 when free; a semaphore's value in the low half of its first 64-bit
 //! word), so the real `trylock`/`sem_post`/`sem_getvalue`/`sem_open` work on
-//! them unchanged and they cooperate in every mode. A semaphore that another
-//! process or a real thread may post (process-shared, e.g. `sem_open`, or
-//! any semaphore when threads stay native) is re-checked every 2 ms while a
-//! fiber waits, since such a post cannot reach this hub.
+//! them unchanged and they cooperate in every mode. `sem_init` also marks a
+//! process-private semaphore (glibc's unused `pad` word) and clears the wait
+//! list in its bytes 16..32, which glibc never touches. A semaphore that
+//! another process or a real thread may post (process-shared, e.g.
+//! `sem_open`, or any semaphore when threads stay native) is re-checked
+//! every 2 ms while a fiber waits, since such a post cannot reach this hub.
 //!
 //! With `GREENHOOK_THREADS=native` and in `patch_all()` mode, mutexes,
 //! condvars, rwlocks and barriers pass through to glibc (real threads share
@@ -49,9 +64,7 @@
 //! Condition and semaphore waits are cancellation points; they reach
 //! cancellation the way every hook does, through [`crate::cancel_point`].
 
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Instant;
 
 use libc::{c_int, clockid_t, timespec};
@@ -73,25 +86,6 @@ pub(crate) use mutex::owner_died;
 unsafe fn word<'a>(p: usize, i: usize) -> &'a AtomicI32 {
     // SAFETY: per the contract.
     unsafe { &*(p as *const AtomicI32).add(i) }
-}
-
-/// The caller's owner id: the fiber id, or minus the tid in a root context.
-fn owner_id() -> i32 {
-    match hub::with_current_fiber(|f| f.map(|f| f.id())) {
-        Some(id) => (id & 0x7fff_ffff) as i32,
-        // SAFETY: gettid has no preconditions.
-        None => -(unsafe { libc::gettid() }).max(1),
-    }
-}
-
-fn owner_name(o: i32) -> String {
-    if o > 0 {
-        format!("fiber {o}")
-    } else if o < 0 {
-        "main (root)".to_string()
-    } else {
-        "nobody".to_string()
-    }
 }
 
 /// How long a lock operation may wait.
@@ -137,47 +131,110 @@ impl Kind {
             Kind::Semaphore => "semaphore",
         }
     }
-
-    /// The word of the object that holds its owner id, for kinds that have one.
-    fn owner_word(self) -> Option<usize> {
-        match self {
-            Kind::Mutex => Some(mutex::OWNER),
-            Kind::Rwlock => Some(rwlock::WRITER),
-            _ => None,
-        }
-    }
 }
 
-thread_local! {
-    /// The kind of every object a task has parked on, by address.
-    static KINDS: RefCell<HashMap<usize, Kind>> = RefCell::new(HashMap::new());
-}
-static DESCRIBER_SET: AtomicBool = AtomicBool::new(false);
-
-/// Names a wait-queue key for a deadlock report ("mutex 0x… held by fiber 2").
-fn describe(key: usize) -> Option<String> {
-    let kind = KINDS.with(|k| k.try_borrow().ok().and_then(|m| m.get(&key).copied()))?;
-    // SAFETY: the key is the address of a live object of that kind (a task
-    // is parked on it right now), and its owner word is inside it.
-    let owner = kind
-        .owner_word()
-        .map(|w| unsafe { word(key, w) }.load(Ordering::Relaxed));
-    let kind = kind.name();
-    Some(match owner {
-        Some(o) if o != 0 => format!("{kind} {key:#x} held by {}", owner_name(o)),
-        _ => format!("{kind} {key:#x}"),
+/// Who holds the object a deadlock report names: the owner word of a
+/// mutex or a write-locked rwlock.
+fn owner_of(kind: &'static str, addr: usize) -> Option<String> {
+    let w = match kind {
+        "mutex" => mutex::OWNER,
+        "rwlock" => rwlock::WRITER,
+        _ => return None,
+    };
+    // SAFETY: a task is parked on the object right now, so it is alive,
+    // and its owner word is inside it.
+    let o = unsafe { word(addr, w) }.load(Ordering::Relaxed);
+    Some(match o {
+        0 => return None,
+        o if o > 0 => format!("fiber {o}"),
+        _ => "main (root)".to_string(),
     })
 }
 
-/// Parks on `key` (an object of `kind`), noting the kind for deadlock reports.
-fn park(kind: Kind, key: usize, deadline: Option<Instant>, validate: impl FnOnce() -> bool) -> hub::Park {
-    if !DESCRIBER_SET.swap(true, Ordering::Relaxed) {
-        hub::internal::set_key_describer(describe);
-    }
-    KINDS.with(|k| {
-        if let Ok(mut m) = k.try_borrow_mut() {
-            m.insert(key, kind);
+/// Where the waiters of one object wait.
+#[derive(Clone, Copy)]
+enum Waiters {
+    /// In the object's own wait list (a process-private object).
+    List(&'static hub::WaitList),
+    /// On the hub's queue keyed by the object's address (a process-shared
+    /// object, which may not hold our pointers).
+    Keyed(usize),
+}
+
+impl Waiters {
+    /// The waiters of the object at `addr`: in its wait list at byte
+    /// `list` unless it is process-`shared`.
+    ///
+    /// # Safety
+    /// Unless `shared`, `addr + list` is 8-aligned and holds 16 bytes that
+    /// are zero or a wait list, inside a live object (see the module docs).
+    #[inline]
+    unsafe fn of(addr: usize, list: usize, shared: bool) -> Waiters {
+        if shared {
+            Waiters::Keyed(addr)
+        } else {
+            // SAFETY: per the contract; the object outlives any waiter.
+            Waiters::List(unsafe { hub::WaitList::at(addr + list) })
         }
-    });
-    hub::park(key, deadline, validate)
+    }
+
+    /// Parks the running task until woken, the deadline passes or it is
+    /// interrupted. `busy` is re-checked first for a keyed wait (the futex
+    /// rule; a list wait needs none: nothing runs between the caller's
+    /// check and the park). `tag` is the waiter's word (see `rwlock`).
+    fn park(
+        self,
+        kind: Kind,
+        addr: usize,
+        tag: u32,
+        deadline: Option<Instant>,
+        busy: impl FnOnce() -> bool,
+    ) -> hub::Park {
+        register_owner_describer();
+        match self {
+            Waiters::List(l) => l.park(hub::Waiting::Object(kind.name(), addr), tag, deadline),
+            Waiters::Keyed(k) => hub::park_object(kind.name(), k, deadline, busy),
+        }
+    }
+
+    /// Whether nobody waits.
+    #[inline]
+    fn is_empty(self) -> bool {
+        match self {
+            Waiters::List(l) => l.is_empty(),
+            Waiters::Keyed(k) => hub::parked(k) == 0,
+        }
+    }
+
+    /// Wakes the oldest waiter.
+    #[inline]
+    fn wake_one(self) {
+        match self {
+            Waiters::List(l) => {
+                l.wake_one();
+            }
+            Waiters::Keyed(k) => {
+                hub::unpark(k, 1);
+            }
+        }
+    }
+
+    /// Wakes every waiter.
+    fn wake_all(self) {
+        match self {
+            Waiters::List(l) => {
+                l.wake_all();
+            }
+            Waiters::Keyed(k) => {
+                hub::unpark(k, usize::MAX);
+            }
+        }
+    }
+}
+
+/// Tells the hub how to name the owner of an object in deadlock reports
+/// (once; only a park can lead to a report).
+#[inline]
+fn register_owner_describer() {
+    hub::internal::set_owner_describer(owner_of);
 }

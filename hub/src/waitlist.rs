@@ -1,0 +1,223 @@
+//! Wait lists that live in the caller's memory: the waiters of one object
+//! (a mutex, a condvar, a semaphore…), linked through nodes on the parked
+//! tasks' own stacks.
+//!
+//! Parking and waking allocate nothing and hash nothing: the object holds
+//! the list's two words, each parked task holds its node for as long as it
+//! is parked, and a wake-up unlinks the node before it makes the task
+//! runnable. This is what makes a lock or condvar hand-over cost about a
+//! fiber switch (see `interpose::sync`), and what lets the hub park a task
+//! from inside an allocator's lock without calling the allocator.
+//!
+//! Order is FIFO; [`WaitList::wake_best`] lets the caller pick by a rank
+//! (priorities) instead.
+//!
+//! All of a list's waiters belong to one hub (one OS thread).
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Instant;
+
+use crate::park::Park;
+use crate::stats::bump;
+use crate::{Hub, State, Task, Waiting, Wake};
+
+/// A FIFO of parked tasks, two words of the caller's memory (all zero is
+/// an empty list).
+#[repr(C)]
+pub struct WaitList {
+    head: Cell<*const Node>,
+    tail: Cell<*const Node>,
+}
+
+/// One parked task, on its own stack (see [`WaitList::park`]).
+struct Node {
+    /// # Invariant
+    /// Alive while the node is linked: the task is blocked in `park`, whose
+    /// frame holds a strong reference.
+    task: *const Task,
+    /// The task's wait this node belongs to (see [`Hub::wake`]).
+    seq: u64,
+    /// The caller's word: what [`WaitList::wake_best`] ranks by, or what a
+    /// waiter wants (a reader or a writer).
+    tag: u32,
+    next: Cell<*const Node>,
+    prev: Cell<*const Node>,
+    linked: Cell<bool>,
+}
+
+impl Default for WaitList {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl WaitList {
+    /// An empty list.
+    pub const fn new() -> WaitList {
+        WaitList {
+            head: Cell::new(std::ptr::null()),
+            tail: Cell::new(std::ptr::null()),
+        }
+    }
+
+    /// The list kept at `p`.
+    ///
+    /// # Safety
+    /// `p` is 8-aligned and points at 16 bytes that are all zero or were
+    /// only ever used as a `WaitList`, that stay valid while any task is
+    /// parked on the list, and that only this OS thread touches meanwhile.
+    #[inline(always)]
+    pub unsafe fn at<'a>(p: usize) -> &'a WaitList {
+        // SAFETY: per the contract; `WaitList` is two pointer-sized cells.
+        unsafe { &*(p as *const WaitList) }
+    }
+
+    /// Whether no task is parked here.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.head.get().is_null()
+    }
+
+    /// Parks the running task (a fiber, or the root, which runs the hub's
+    /// loop meanwhile) at the back of the list until a `wake_*` call picks
+    /// it ([`Park::Unparked`]), the deadline passes, or it is interrupted.
+    /// `what` names the wait in reports; `tag` is the caller's word for
+    /// this waiter.
+    pub fn park(&self, what: Waiting, tag: u32, deadline: Option<Instant>) -> Park {
+        let hub = Hub::get();
+        let cur = hub.current();
+        cur.state.set(State::Blocked);
+        cur.waiting.set(what);
+        let node = Node {
+            task: Rc::as_ptr(&cur),
+            seq: cur.seq.get(),
+            tag,
+            next: Cell::new(std::ptr::null()),
+            prev: Cell::new(self.tail.get()),
+            linked: Cell::new(true),
+        };
+        self.link_back(&node);
+        bump(&hub.counters.parks);
+        let why = hub.block(&cur, deadline);
+        if node.linked.get() {
+            // Timed out or interrupted: nobody unlinked us.
+            self.unlink(&node);
+        }
+        Park::after(why)
+    }
+
+    /// Wakes the oldest waiter; returns whether there was one.
+    #[inline]
+    pub fn wake_one(&self) -> bool {
+        self.wake_where(|_| true)
+    }
+
+    /// Wakes the oldest waiter whose tag satisfies `pick`.
+    #[inline]
+    pub fn wake_where(&self, mut pick: impl FnMut(u32) -> bool) -> bool {
+        let mut p = self.head.get();
+        while !p.is_null() {
+            // SAFETY: a linked node is alive (see `Node::task`).
+            let n = unsafe { &*p };
+            let next = n.next.get();
+            if pick(n.tag) && self.take(n) {
+                return true;
+            }
+            p = next;
+        }
+        false
+    }
+
+    /// Wakes the waiter of the highest rank (`rank(tag)`; `None` skips a
+    /// waiter), the oldest among equals. Returns whether it woke one.
+    pub fn wake_best(&self, mut rank: impl FnMut(u32) -> Option<u32>) -> bool {
+        loop {
+            let mut best: Option<(&Node, u32)> = None;
+            let mut p = self.head.get();
+            while !p.is_null() {
+                // SAFETY: a linked node is alive (see `Node::task`).
+                let n = unsafe { &*p };
+                if let Some(r) = rank(n.tag) {
+                    if best.is_none_or(|(_, b)| r > b) {
+                        best = Some((n, r));
+                    }
+                }
+                p = n.next.get();
+            }
+            match best {
+                None => return false,
+                Some((n, _)) => {
+                    if self.take(n) {
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Wakes every waiter; returns how many.
+    pub fn wake_all(&self) -> usize {
+        let mut woken = 0;
+        while !self.head.get().is_null() {
+            // SAFETY: a linked node is alive (see `Node::task`).
+            let n = unsafe { &*self.head.get() };
+            if self.take(n) {
+                woken += 1;
+            }
+        }
+        woken
+    }
+
+    /// Whether any waiter's tag satisfies `f`.
+    pub fn any(&self, mut f: impl FnMut(u32) -> bool) -> bool {
+        let mut p = self.head.get();
+        while !p.is_null() {
+            // SAFETY: a linked node is alive (see `Node::task`).
+            let n = unsafe { &*p };
+            if f(n.tag) {
+                return true;
+            }
+            p = n.next.get();
+        }
+        false
+    }
+
+    /// Unlinks `n` and wakes its task if its wait is still current (a
+    /// stale node, whose task timed out or was interrupted and has not run
+    /// yet, is just dropped from the list).
+    #[inline]
+    fn take(&self, n: &Node) -> bool {
+        self.unlink(n);
+        let Some(hub) = Hub::existing() else { return false };
+        hub.wake_raw(n.task, n.seq, Wake::Ready)
+    }
+
+    fn link_back(&self, n: &Node) {
+        let tail = self.tail.get();
+        if tail.is_null() {
+            self.head.set(n);
+        } else {
+            // SAFETY: a linked node is alive (see `Node::task`).
+            unsafe { (*tail).next.set(n) };
+        }
+        self.tail.set(n);
+    }
+
+    fn unlink(&self, n: &Node) {
+        let (prev, next) = (n.prev.get(), n.next.get());
+        if prev.is_null() {
+            self.head.set(next);
+        } else {
+            // SAFETY: a linked node is alive (see `Node::task`).
+            unsafe { (*prev).next.set(next) };
+        }
+        if next.is_null() {
+            self.tail.set(prev);
+        } else {
+            // SAFETY: as above.
+            unsafe { (*next).prev.set(prev) };
+        }
+        n.linked.set(false);
+    }
+}
