@@ -14,14 +14,14 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 pub const CASES: [Case; 2] = [
     Case {
         name: "cancel-native",
-        program: "C: pthread_exit, pthread_cancel (one blocked in read) and cleanup, `greenhook run --no-threads`",
+        program: "C cancel_cleanup: pthread_exit, pthread_cancel (one blocked in read), cleanup; `--no-threads`",
         quick: true,
         needs: &[],
         run: |ctx, mode| cancel(ctx, mode, &["--no-threads"]),
     },
     Case {
         name: "cancel-fibers",
-        program: "… the same program, threads as fibers (`greenhook run`)",
+        program: "C cancel_cleanup, threads as fibers (the default)",
         quick: false,
         needs: &[],
         run: |ctx, mode| cancel(ctx, mode, &[]),
