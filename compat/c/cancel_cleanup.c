@@ -148,7 +148,10 @@ static void *last_thread(void *arg) {
     (void)arg;
     void *ret;
     int err = pthread_join(main_thread, &ret);
-    printf("main joined: %s, value %ld\n", err ? strerror(err) : "ok", (long)ret);
+    if (err)
+        printf("main joined: %s\n", strerror(err));
+    else
+        printf("main joined: ok, value %ld\n", (long)ret);
     printf("ok\n");
     fflush(stdout);
     return NULL; /* the last thread: the process exits with status 0 */

@@ -190,12 +190,20 @@ fn report(quick: bool, rows: &[Row<'_>]) -> String {
     let _ = writeln!(out, "| program | unpatched | patched (greenhook run) | verdict |");
     let _ = writeln!(out, "|---|---|---|---|");
     for r in rows {
+        // Both ran fine but printed differently: the cell shows the difference.
+        let patched = match diff(&r.unpatched.output, &r.patched.output)
+            .lines()
+            .find(|l| l.starts_with('+'))
+        {
+            Some(line) if r.unpatched.ok && r.patched.ok => format!("differs: {}", &line[2..]),
+            _ => r.patched.brief.clone(),
+        };
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} |",
             cell(r.case.program),
             cell(&r.unpatched.brief),
-            cell(&r.patched.brief),
+            cell(&patched),
             if r.pass {
                 "PASS".to_string()
             } else {
