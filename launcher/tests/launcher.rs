@@ -476,19 +476,9 @@ fn doctor_refuses_a_static_program() {
     let out_dir = util::target_dir().join("ctests");
     std::fs::create_dir_all(&out_dir).unwrap();
     let bin = out_dir.join(format!("launcher_probe_static.{}", std::process::id()));
-    let cc = std::env::var("CC")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| "cc".into());
-    let mut words = cc.split_whitespace();
-    let built = Command::new(words.next().unwrap())
-        .args(words)
-        .args(["-static", "-O1"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&bin)
-        .stdin(Stdio::null())
-        .output();
+    let (cc, built) = run_cc(|cmd| {
+        cmd.args(["-static", "-O1"]).arg(&src).arg("-o").arg(&bin);
+    });
     match built {
         Ok(o) if o.status.success() => {}
         Ok(o) => {
@@ -540,6 +530,21 @@ fn doctor_errors_exit_3() {
     assert!(!r.stderr.contains("panicked"), "{}", r.describe());
 }
 
+/// Runs the C compiler (`CC`, which may hold arguments, else `cc`) with the
+/// arguments `add` gives it; returns its name and what it did.
+fn run_cc(add: impl FnOnce(&mut Command)) -> (String, std::io::Result<Output>) {
+    let cc = std::env::var("CC")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "cc".into());
+    let mut words = cc.split_whitespace();
+    let mut cmd = Command::new(words.next().unwrap_or("cc"));
+    cmd.args(words).stdin(Stdio::null());
+    add(&mut cmd);
+    let built = cmd.output();
+    (cc, built)
+}
+
 /// Compiles the C `source` with `args` (after the source file) into
 /// `<target>/ctests/<name>.<pid>`, or returns None (and says why) when the C
 /// compiler cannot.
@@ -549,19 +554,9 @@ fn build_c(name: &str, source: &str, args: &[&str]) -> Option<PathBuf> {
     let src = dir.join(format!("{name}.{}.c", std::process::id()));
     std::fs::write(&src, source).unwrap();
     let out = dir.join(format!("{name}.{}", std::process::id()));
-    let cc = std::env::var("CC")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| "cc".into());
-    let mut words = cc.split_whitespace();
-    let built = Command::new(words.next().unwrap())
-        .args(words)
-        .arg(&src)
-        .args(args)
-        .arg("-o")
-        .arg(&out)
-        .stdin(Stdio::null())
-        .output();
+    let (cc, built) = run_cc(|cmd| {
+        cmd.arg(&src).args(args).arg("-o").arg(&out);
+    });
     let _ = std::fs::remove_file(&src);
     match built {
         Ok(o) if o.status.success() => Some(out),

@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::apt::Need;
-use crate::proc::{self, Ran, Scratch};
+use crate::proc::{self, Ran, Scratch, Server};
 
 /// With or without greenhook.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,6 +201,59 @@ impl Ctx {
         }
         compiled.insert(name.to_string(), exe.clone());
         Ok(exe)
+    }
+}
+
+/// A server under test and the unpatched client that exercised it.
+pub struct Exchange {
+    pub served: Ran,
+    pub client: Ran,
+}
+
+impl Exchange {
+    /// Starts `server(port)` in `mode` on a free port, runs the unpatched
+    /// `client(port)` against it, then stops the server: with `stop`, or
+    /// (`None`) by waiting for it to exit when the client told it to.
+    pub fn run(
+        ctx: &Ctx,
+        mode: Mode,
+        label: &str,
+        server: impl FnOnce(u16) -> Command,
+        client: impl FnOnce(u16) -> Command,
+        stop: Option<i32>,
+    ) -> Result<Exchange, Side> {
+        let dir = ctx.dir(label, mode)?;
+        let port = proc::free_port().map_err(|e| Side::broken(format!("no free port: {e}")))?;
+        let started = Server::start(label, &mut server(port), &dir, port, Duration::from_secs(20));
+        let running = started.map_err(|ran| Side::from_ran(&ran, String::new()))?;
+        let client_dir = dir.join("client");
+        let client = std::fs::create_dir_all(&client_dir)
+            .and_then(|()| proc::run(&mut client(port), &client_dir, Duration::from_secs(120)));
+        let served = running.stop(stop, Duration::from_secs(20));
+        let client = client.map_err(|e| Side::broken(format!("the client did not run: {e}")))?;
+        Ok(Exchange { served, client })
+    }
+
+    /// Ok when both exited 0 (then `brief` is what the table says); the
+    /// output compared is both statuses and stdouts.
+    pub fn side(&self, brief: String) -> Side {
+        let (served, client) = (&self.served, &self.client);
+        let ok = client.succeeded() && served.succeeded();
+        Side {
+            ok,
+            brief: if ok {
+                brief
+            } else if !served.succeeded() {
+                format!("server {}", served.brief())
+            } else {
+                format!("client {}", client.brief())
+            },
+            output: format!(
+                "client: {}{}\nserver: {}{}\n",
+                client.stdout, client.status, served.stdout, served.status
+            ),
+            log: format!("server: {}client: {}", log_of(served), log_of(client)),
+        }
     }
 }
 

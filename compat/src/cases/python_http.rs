@@ -1,11 +1,8 @@
 //! python3's `http.server.ThreadingHTTPServer` (`compat/programs/http_server.py`)
 //! under load from an unpatched client (`compat/clients/http_load.py`).
 
-use std::time::Duration;
-
-use super::{arg, log_of, Case, Ctx, Mode, Side};
+use super::{arg, Case, Ctx, Exchange, Mode, Side};
 use crate::apt::{self, Need};
-use crate::proc::{self, Server};
 
 pub const CASE: Case = Case {
     name: "python-http",
@@ -16,44 +13,20 @@ pub const CASE: Case = Case {
 };
 
 fn run(ctx: &Ctx, mode: Mode) -> Side {
-    let (dir, port) = match (ctx.dir("python-http", mode), proc::free_port()) {
-        (Ok(dir), Ok(port)) => (dir, port),
-        (Err(side), _) => return side,
-        (_, Err(e)) => return Side::broken(format!("no free port: {e}")),
+    let server = |port: u16| {
+        let mut cmd = ctx.command(mode, &[], apt::python3());
+        cmd.arg(arg(&ctx.file("programs/http_server.py"))).arg(port.to_string());
+        cmd
     };
-    let mut cmd = ctx.command(mode, &[], apt::python3());
-    cmd.arg(arg(&ctx.file("programs/http_server.py"))).arg(port.to_string());
-    let server = match Server::start("the python3 server", &mut cmd, &dir, port, Duration::from_secs(20)) {
-        Ok(server) => server,
-        Err(ran) => return Side::from_ran(&ran, String::new()),
-    };
-    let client_dir = dir.join("client");
-    let client = std::fs::create_dir_all(&client_dir).and_then(|()| {
+    let client = |port: u16| {
         let mut cmd = ctx.plain(apt::python3());
         cmd.arg(arg(&ctx.file("clients/http_load.py")))
             .args([&port.to_string(), "32", "100"]);
-        proc::run(&mut cmd, &client_dir, Duration::from_secs(120))
-    });
-    // The client's last request (/quit) shuts the server down.
-    let served = server.stop(None, Duration::from_secs(20));
-    let client = match client {
-        Ok(ran) => ran,
-        Err(e) => return Side::broken(format!("the client did not run: {e}")),
+        cmd
     };
-    let ok = client.succeeded() && served.succeeded();
-    Side {
-        ok,
-        brief: if ok {
-            format!("{}, {}", served.stdout.trim(), served.status)
-        } else if !served.succeeded() {
-            format!("server {}", served.brief())
-        } else {
-            format!("client {}", client.brief())
-        },
-        output: format!(
-            "client: {}{}\nserver: {}{}\n",
-            client.stdout, client.status, served.stdout, served.status
-        ),
-        log: format!("server: {}client: {}", log_of(&served), log_of(&client)),
+    // The client's last request (/quit) shuts the server down.
+    match Exchange::run(ctx, mode, "python-http", server, client, None) {
+        Ok(ex) => ex.side(format!("{}, {}", ex.served.stdout.trim(), ex.served.status)),
+        Err(side) => side,
     }
 }
