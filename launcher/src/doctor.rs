@@ -1,7 +1,10 @@
-//! `greenhook doctor PROG`: can this program be interposed, and which of the
-//! blocking functions it imports do our hooks cover?
+//! `greenhook doctor PROG`: can this program be interposed, which of the
+//! blocking functions it imports do our hooks cover, and which of the kinds
+//! of software the compatibility suite runs does it resemble (its allocator,
+//! io_uring)?
 
 mod blocking;
+mod resembles;
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -47,6 +50,9 @@ struct ElfInfo {
     go: Option<&'static str>,
     /// Set-user-ID or set-group-ID: the loader ignores LD_PRELOAD paths.
     setid: bool,
+    /// Symbols defined here that reveal a kind of software linked in
+    /// statically: (index into [`resembles::KINDS`], symbol), one per kind.
+    resembles: Vec<(usize, String)>,
 }
 
 /// Prints a doctor usage error (status 3: `doctor`'s scripts tell usage
@@ -131,6 +137,8 @@ fn report(out: &mut String, info: &ElfInfo, lib: Option<&OsString>) -> Result<u8
             "  warning: set-user-ID/set-group-ID: the loader ignores LD_PRELOAD paths when it runs with privileges"
         );
     }
+
+    resembles::report(out, &info.needed, &info.resembles);
 
     let lib_path = library::find(lib)?;
     let lib_info = read_elf(&lib_path).map_err(|e| format!("cannot read the hooks library: {e}"))?;
@@ -299,6 +307,17 @@ fn inspect<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> object::Result<
             info.imports.insert(name.to_string());
         } else if symbol.is_definition() && symbol.kind() == SymbolKind::Text && !symbol.is_local() {
             info.exports.insert(name.to_string());
+        }
+    }
+    for symbol in file.symbols().chain(file.dynamic_symbols()) {
+        if !symbol.is_definition() {
+            continue;
+        }
+        let Ok(name) = symbol.name() else { continue };
+        if let Some(kind) = resembles::defined_by(name) {
+            if !info.resembles.iter().any(|(k, _)| *k == kind) {
+                info.resembles.push((kind, name.to_string()));
+            }
         }
     }
     info.go = if file.section_by_name(".go.buildinfo").is_some() {

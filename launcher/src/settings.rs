@@ -192,9 +192,11 @@ SUBCOMMANDS
       executable; 127 PROG not found.
   greenhook doctor [--lib PATH] PROG
       Read PROG's ELF without running it: is it statically linked or a Go binary (cannot be
-      interposed), which libraries it links (DT_NEEDED), which functions it imports are covered by
-      the hooks libgreenhook.so exports, and which blocking ones are not. Only PROG's own imports
-      are checked: calls made inside the libraries it links are not seen.
+      interposed), which libraries it links (DT_NEEDED), which allocator (jemalloc, tcmalloc,
+      mimalloc, glibc's) and whether io_uring (liburing) it links and what that means under
+      greenhook, which functions it imports are covered by the hooks libgreenhook.so exports, and
+      which blocking ones are not. Only PROG's own imports are checked: calls made inside the
+      libraries it links are not seen.
       Exit status: 0 nothing important uncovered; 1 some blocking imports uncovered; 2 cannot be
       interposed (static, Go, or a library of another ELF class/machine); 3 usage or I/O error.
   greenhook help | --help | -h

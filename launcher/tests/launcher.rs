@@ -476,19 +476,9 @@ fn doctor_refuses_a_static_program() {
     let out_dir = util::target_dir().join("ctests");
     std::fs::create_dir_all(&out_dir).unwrap();
     let bin = out_dir.join(format!("launcher_probe_static.{}", std::process::id()));
-    let cc = std::env::var("CC")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| "cc".into());
-    let mut words = cc.split_whitespace();
-    let built = Command::new(words.next().unwrap())
-        .args(words)
-        .args(["-static", "-O1"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&bin)
-        .stdin(Stdio::null())
-        .output();
+    let (cc, built) = run_cc(|cmd| {
+        cmd.args(["-static", "-O1"]).arg(&src).arg("-o").arg(&bin);
+    });
     match built {
         Ok(o) if o.status.success() => {}
         Ok(o) => {
@@ -538,4 +528,110 @@ fn doctor_errors_exit_3() {
     let _ = std::fs::remove_file(&cut);
     assert_eq!(r.code, Some(3), "{}", r.describe());
     assert!(!r.stderr.contains("panicked"), "{}", r.describe());
+}
+
+/// Runs the C compiler (`CC`, which may hold arguments, else `cc`) with the
+/// arguments `add` gives it; returns its name and what it did.
+fn run_cc(add: impl FnOnce(&mut Command)) -> (String, std::io::Result<Output>) {
+    let cc = std::env::var("CC")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "cc".into());
+    let mut words = cc.split_whitespace();
+    let mut cmd = Command::new(words.next().unwrap_or("cc"));
+    cmd.args(words).stdin(Stdio::null());
+    add(&mut cmd);
+    let built = cmd.output();
+    (cc, built)
+}
+
+/// Compiles the C `source` with `args` (after the source file) into
+/// `<target>/ctests/<name>.<pid>`, or returns None (and says why) when the C
+/// compiler cannot.
+fn build_c(name: &str, source: &str, args: &[&str]) -> Option<PathBuf> {
+    let dir = util::target_dir().join("ctests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join(format!("{name}.{}.c", std::process::id()));
+    std::fs::write(&src, source).unwrap();
+    let out = dir.join(format!("{name}.{}", std::process::id()));
+    let (cc, built) = run_cc(|cmd| {
+        cmd.arg(&src).args(args).arg("-o").arg(&out);
+    });
+    let _ = std::fs::remove_file(&src);
+    match built {
+        Ok(o) if o.status.success() => Some(out),
+        Ok(o) => panic!("`{cc}` failed on {name}:\n{}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) => {
+            eprintln!("note: cannot run `{cc}`: {e}; skipping");
+            None
+        }
+    }
+}
+
+#[test]
+fn doctor_names_an_allocator_and_io_uring_linked_by_dt_needed() {
+    // Stand-ins with the real sonames: doctor reads DT_NEEDED, it never loads them.
+    let mut libs = Vec::new();
+    for soname in ["libjemalloc.so.2", "liburing.so.2"] {
+        let stem = soname.split('.').next().unwrap();
+        let flag = format!("-Wl,-soname,{soname}");
+        let Some(lib) = build_c(stem, "int stand_in(void) { return 0; }\n", &["-shared", "-fPIC", &flag]) else {
+            return;
+        };
+        libs.push(lib);
+    }
+    let mut args = vec!["-Wl,--no-as-needed".to_string()];
+    args.extend(libs.iter().map(|l| l.to_str().unwrap().to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let Some(prog) = build_c("uses_jemalloc_and_uring", "int main(void) { return 0; }\n", &args) else {
+        return;
+    };
+    let r = launch(&["doctor", prog.to_str().unwrap()]);
+    for f in libs.iter().chain([&prog]) {
+        let _ = std::fs::remove_file(f);
+    }
+    assert_eq!(r.code, Some(0), "{}", r.describe());
+    assert!(
+        r.stdout
+            .contains("\n  allocator: jemalloc (DT_NEEDED libjemalloc.so.2): its locks are pthread mutexes"),
+        "{}",
+        r.describe()
+    );
+    assert!(
+        r.stdout
+            .contains("\n  io_uring: liburing (DT_NEEDED liburing.so.2): liburing enters the kernel"),
+        "{}",
+        r.describe()
+    );
+    assert!(!r.stdout.contains("glibc's malloc"), "{}", r.describe());
+}
+
+#[test]
+fn doctor_finds_a_statically_linked_allocator_by_its_symbols() {
+    let source = "#include <stdlib.h>\n\
+                  void *mi_malloc(size_t n) { return malloc(n); }\n\
+                  int __io_uring_get_cqe(void) { return 0; }\n\
+                  int main(void) { free(mi_malloc(8)); return __io_uring_get_cqe(); }\n";
+    let Some(prog) = build_c("static_mimalloc", source, &["-O1"]) else {
+        return;
+    };
+    let r = launch(&["doctor", prog.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&prog);
+    assert!(
+        r.stdout
+            .contains("\n  allocator: mimalloc (linked in statically: defines mi_malloc): its heaps"),
+        "{}",
+        r.describe()
+    );
+    assert!(
+        r.stdout
+            .contains("\n  io_uring: liburing (linked in statically: defines __io_uring_get_cqe)"),
+        "{}",
+        r.describe()
+    );
+
+    // Neither: glibc's malloc, and no io_uring line.
+    let r = launch(&["doctor", &probe_str()]);
+    assert!(r.stdout.contains("\n  allocator: glibc's malloc"), "{}", r.describe());
+    assert!(!r.stdout.contains("io_uring:"), "{}", r.describe());
 }

@@ -1,0 +1,106 @@
+// A tour of what a node program does besides computing: timers, the file
+// system (libuv's thread pool), a child process, a loopback HTTP exchange,
+// zlib and crypto on the thread pool. Prints only deterministic facts; its
+// exit status is 0 when every step ran.
+'use strict';
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const http = require('http');
+const zlib = require('zlib');
+const crypto = require('crypto');
+const { execFile, spawnSync } = require('child_process');
+
+const steps = [];
+const log = (line) => { steps.push(line); console.log(line); };
+
+function sleep(ms) { return new Promise((resolve) => setTimeout(resolve, ms)); }
+
+async function timers() {
+  const order = [];
+  setTimeout(() => order.push('timeout 20'), 20);
+  setTimeout(() => order.push('timeout 5'), 5);
+  setImmediate(() => order.push('immediate'));
+  process.nextTick(() => order.push('nextTick'));
+  let ticks = 0;
+  const every = setInterval(() => { ticks += 1; }, 2);
+  const t0 = Date.now();
+  await sleep(50);
+  clearInterval(every);
+  const waited = Date.now() - t0;
+  log(`timers: ${order.join(', ')}; interval ticked ${ticks >= 5 ? 'at least 5 times' : `only ${ticks} times`}; sleep(50) ${waited >= 49 ? 'not early' : `EARLY (${waited} ms)`}`);
+}
+
+async function files() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'greenhook-node-'));
+  try {
+    const big = Buffer.alloc(1 << 20);
+    for (let i = 0; i < big.length; i++) big[i] = (i * 31) & 0xff;
+    await fs.promises.writeFile(path.join(dir, 'big'), big);
+    const names = Array.from({ length: 50 }, (_, i) => `f${i}`);
+    await Promise.all(names.map((n, i) => fs.promises.writeFile(path.join(dir, n), `file ${i}\n`)));
+    const back = await fs.promises.readFile(path.join(dir, 'big'));
+    const texts = await Promise.all(names.map((n) => fs.promises.readFile(path.join(dir, n), 'utf8')));
+    const listed = (await fs.promises.readdir(dir)).length;
+    const viaCallback = await new Promise((resolve, reject) =>
+      fs.readFile(path.join(dir, 'f7'), 'utf8', (err, data) => (err ? reject(err) : resolve(data))));
+    const st = fs.statSync(path.join(dir, 'big'));
+    log(`fs: 1 MiB file read back ${back.equals(big) ? 'equal' : 'DIFFERENT'}, ` +
+        `${texts.every((t, i) => t === `file ${i}\n`) ? '50 small files equal' : 'small files DIFFERENT'}, ` +
+        `readdir ${listed} entries, callback read ${JSON.stringify(viaCallback)}, stat size ${st.size}`);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function children() {
+  const out = await new Promise((resolve, reject) =>
+    execFile(process.execPath, ['-e', 'setTimeout(() => { console.log("child says hi"); process.exit(3); }, 10)'],
+      (err, stdout) => (err && err.code !== 3 ? reject(err) : resolve(`${stdout.trim()} (exit ${err ? err.code : 0})`))));
+  const sh = spawnSync('/bin/sh', ['-c', 'read line; echo "sh read: $line"; exit 4'], { input: 'from node\n' });
+  log(`child: ${out}; ${sh.stdout.toString().trim()} (exit ${sh.status})`);
+}
+
+async function loopbackHttp() {
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => { body += c; });
+    req.on('end', () => { res.end(`${req.method} ${req.url} ${body.length}`); });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address();
+  const one = (i) => new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method: 'POST', path: `/r${i}` }, (res) => {
+      let data = '';
+      res.on('data', (c) => { data += c; });
+      res.on('end', () => resolve(data));
+    });
+    req.on('error', reject);
+    req.end('x'.repeat(i * 100));
+  });
+  const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => one(i)));
+  server.close();
+  const good = replies.every((r, i) => r === `POST /r${i} ${i * 100}`);
+  log(`http: 20 loopback requests, replies ${good ? 'all correct' : `WRONG: ${replies.join('|')}`}`);
+}
+
+async function pool() {
+  const data = Buffer.from('greenhook '.repeat(10000));
+  const packed = await new Promise((resolve, reject) => zlib.gzip(data, (e, r) => (e ? reject(e) : resolve(r))));
+  const unpacked = await new Promise((resolve, reject) => zlib.gunzip(packed, (e, r) => (e ? reject(e) : resolve(r))));
+  const key = await new Promise((resolve, reject) =>
+    crypto.pbkdf2('secret', 'salt', 1000, 16, 'sha256', (e, k) => (e ? reject(e) : resolve(k))));
+  log(`pool: gzip round trip ${unpacked.equals(data) ? 'equal' : 'DIFFERENT'}, pbkdf2 ${key.toString('hex')}`);
+}
+
+(async () => {
+  await timers();
+  await files();
+  await children();
+  await loopbackHttp();
+  await pool();
+  log(`done: ${steps.length} steps`);
+})().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -1,0 +1,154 @@
+//! Which kinds of real software the program resembles, among those the
+//! compatibility suite (`compat/`) runs: a malloc replacement linked in
+//! (jemalloc, tcmalloc, mimalloc) and io_uring (liburing). Each is found by
+//! `DT_NEEDED` or, linked statically, by a symbol only it defines, and is
+//! reported in one line saying what it means under greenhook.
+
+use std::fmt::Write as _;
+
+/// A kind of software `doctor` recognises.
+pub struct Kind {
+    /// "allocator" or "io_uring": the line's label.
+    pub label: &'static str,
+    /// Its name.
+    pub name: &'static str,
+    /// `DT_NEEDED` entries starting with one of these.
+    libraries: &'static [&'static str],
+    /// A defined symbol only it has (linked statically).
+    defines: fn(&str) -> bool,
+    /// What it means under greenhook.
+    pub meaning: &'static str,
+}
+
+/// Everything recognised, allocators first.
+pub const KINDS: &[Kind] = &[
+    Kind {
+        label: "allocator",
+        name: "jemalloc",
+        libraries: &["libjemalloc.so"],
+        // je_mallctl (redis's build), _rjem_mallctl (Rust's jemallocator), mallctl.
+        defines: |s| s.ends_with("mallctl"),
+        meaning: "its locks are pthread mutexes, which greenhook emulates (a contended one parks the fiber \
+                  inside malloc), and its background threads are real OS threads, created past the preload",
+    },
+    Kind {
+        label: "allocator",
+        name: "tcmalloc",
+        libraries: &["libtcmalloc"],
+        defines: |s| s == "tc_malloc" || s.starts_with("_ZN8tcmalloc"),
+        meaning: "its spin locks sleep in syscall(SYS_futex), which greenhook turns into a fiber wait \
+                  inside malloc",
+    },
+    Kind {
+        label: "allocator",
+        name: "mimalloc",
+        libraries: &["libmimalloc"],
+        defines: |s| s == "mi_malloc" || s == "mi_version",
+        meaning: "its heaps are per OS thread and lock-free, so all fibers of a thread share one: safe without \
+                  preemption, but not against a signal handler that allocates (greenhook runs handlers on \
+                  whatever fiber is current)",
+    },
+    Kind {
+        label: "io_uring",
+        name: "liburing",
+        libraries: &["liburing.so"],
+        defines: |s| s == "io_uring_queue_init" || s == "__io_uring_get_cqe",
+        meaning: "liburing enters the kernel with inline syscall instructions that no hook sees: a fiber \
+                  waiting for completions (io_uring_wait_cqe, io_uring_submit_and_wait) blocks every fiber \
+                  of its thread",
+    },
+];
+
+/// The kind a defined symbol reveals, as an index into [`KINDS`].
+pub fn defined_by(symbol: &str) -> Option<usize> {
+    KINDS.iter().position(|k| (k.defines)(symbol))
+}
+
+/// Writes one line per kind found: by `needed` (the program's `DT_NEEDED`)
+/// or by `defined` (index into [`KINDS`], symbol), and one for the
+/// allocator when none was found.
+pub fn report(out: &mut String, needed: &[String], defined: &[(usize, String)]) {
+    let mut any_allocator = false;
+    for (i, kind) in KINDS.iter().enumerate() {
+        let how = if let Some(lib) = needed.iter().find(|n| kind.libraries.iter().any(|l| n.starts_with(l))) {
+            format!("DT_NEEDED {lib}")
+        } else if let Some((_, symbol)) = defined.iter().find(|(k, _)| *k == i) {
+            format!("linked in statically: defines {symbol}")
+        } else {
+            continue;
+        };
+        any_allocator |= kind.label == "allocator";
+        let _ = writeln!(
+            out,
+            "  {}: {} ({how}): {}",
+            kind.label,
+            kind.name,
+            squeeze(kind.meaning)
+        );
+    }
+    if !any_allocator {
+        let _ = writeln!(
+            out,
+            "  allocator: glibc's malloc (no jemalloc, tcmalloc or mimalloc linked in): its locks are internal, never a fiber wait"
+        );
+    }
+}
+
+/// The meanings are written over several source lines; one space between words.
+fn squeeze(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(needed: &[&str], defined: &[&str]) -> String {
+        let needed: Vec<String> = needed.iter().map(|s| s.to_string()).collect();
+        let defined: Vec<(usize, String)> = defined
+            .iter()
+            .filter_map(|s| defined_by(s).map(|k| (k, s.to_string())))
+            .collect();
+        let mut out = String::new();
+        report(&mut out, &needed, &defined);
+        out
+    }
+
+    #[test]
+    fn found_by_needed_or_by_a_defined_symbol() {
+        let out = lines(&["libc.so.6", "libjemalloc.so.2"], &[]);
+        assert!(
+            out.contains("allocator: jemalloc (DT_NEEDED libjemalloc.so.2): its locks"),
+            "{out}"
+        );
+        let out = lines(&["libc.so.6"], &["main", "_rjem_mallctl"]);
+        assert!(
+            out.contains("allocator: jemalloc (linked in statically: defines _rjem_mallctl)"),
+            "{out}"
+        );
+        let out = lines(&["libtcmalloc_minimal.so.4"], &[]);
+        assert!(
+            out.contains("allocator: tcmalloc (DT_NEEDED libtcmalloc_minimal.so.4)"),
+            "{out}"
+        );
+        let out = lines(&[], &["mi_malloc", "io_uring_queue_init"]);
+        assert!(
+            out.contains("allocator: mimalloc (linked in statically: defines mi_malloc)"),
+            "{out}"
+        );
+        assert!(out.contains("io_uring: liburing (linked in statically"), "{out}");
+        assert!(!out.contains("glibc"), "{out}");
+    }
+
+    #[test]
+    fn glibc_malloc_when_none_is_found() {
+        let out = lines(&["liburing.so.2", "libc.so.6"], &["malloc"]);
+        assert_eq!(out.lines().count(), 2, "{out}");
+        assert!(out.contains("io_uring: liburing (DT_NEEDED liburing.so.2)"), "{out}");
+        assert!(out.contains("allocator: glibc's malloc"), "{out}");
+        assert!(
+            out.lines().all(|l| !l.trim().contains("  ")),
+            "one space between words: {out}"
+        );
+    }
+}
