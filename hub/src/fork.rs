@@ -82,7 +82,6 @@ pub fn reset_after_fork() {
     // could reset coroutines under C frames.
     std::mem::forget(hub.runq.take());
     std::mem::forget(std::mem::take(&mut *hub.timers.borrow_mut()));
-    std::mem::forget(std::mem::take(&mut *hub.waitq.borrow_mut()));
     std::mem::forget(std::mem::take(&mut *hub.fds.borrow_mut()));
     hub.fd_waiting.set(0);
     hub.remote.reset_after_fork();

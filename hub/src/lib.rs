@@ -67,7 +67,7 @@ mod timer;
 mod waitlist;
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::BTreeMap;
 use std::os::fd::RawFd;
 use std::rc::Rc;
 
@@ -75,7 +75,7 @@ pub use deadlock::DEADLOCK_EXIT_CODE;
 pub use fd::{forget_fd, registered_high, wait_fd, wait_fds, Interest};
 pub use fork::{in_loop, reset_after_fork, set_poll_hook};
 pub use handover::yield_now;
-pub use park::{park, park_object, parked, unpark, Park};
+pub use park::{park, park_object, parked, parked_where, unpark, unpark_best, unpark_where, Park};
 pub use pool::{offload, pool_size};
 pub use remote::{park_remote, wait_remote, RemoteWaker};
 pub use spawn::{exit_current, for_each_task, join, join_until, live_fibers, spawn, Spawn};
@@ -113,7 +113,7 @@ pub(crate) struct Hub {
     /// The poller's events of one turn, kept to reuse the allocation.
     events: RefCell<Vec<(RawFd, bool, bool)>>,
     /// Wait queues by key ([`park`](mod@park)).
-    waitq: RefCell<HashMap<usize, VecDeque<Waiter>>>,
+    waits: park::WaitTable,
     /// Wake-ups from other threads ([`remote`]).
     pub(crate) remote: remote::Inbox,
     /// Whether the loop runs now (it must not be re-entered).
@@ -150,6 +150,9 @@ pub(crate) struct Local {
     pub(crate) depth: Cell<u32>,
     /// The thread's kernel id, asked once (0 until then).
     pub(crate) tid: Cell<i32>,
+    /// Whether this OS thread runs fibers (see [`is_fiber_thread`]): 0 not
+    /// asked yet, 1 yes, 2 no.
+    pub(crate) fiber_thread: Cell<u8>,
 }
 
 thread_local! {
@@ -159,6 +162,7 @@ thread_local! {
             current: Cell::new(std::ptr::null()),
             depth: Cell::new(0),
             tid: Cell::new(0),
+            fiber_thread: Cell::new(0),
         }
     };
 }
@@ -221,7 +225,7 @@ impl Hub {
             fds: RefCell::new(Vec::new()),
             fd_waiting: Cell::new(0),
             events: RefCell::new(Vec::with_capacity(256)),
-            waitq: RefCell::new(HashMap::new()),
+            waits: park::WaitTable::new(),
             remote,
             looping: Cell::new(false),
             beat,
@@ -254,6 +258,28 @@ impl Hub {
             }
         }
     }
+}
+
+/// Whether this OS thread runs fibers: it has spawned one, or it is the
+/// process's main thread (which does, under the preload, from the first
+/// `pthread_create`). Other threads are the hub's own workers or threads
+/// a library made without going through the hooks (jemalloc's background
+/// thread finds libc's `pthread_create` itself): objects they share with
+/// fibers must keep working between the two (see `interpose::sync`).
+#[inline]
+pub fn is_fiber_thread() -> bool {
+    LOCAL.with(|l| match l.fiber_thread.get() {
+        1 => true,
+        2 => false,
+        _ => first_fiber_thread_check(l),
+    })
+}
+
+#[cold]
+fn first_fiber_thread_check(l: &Local) -> bool {
+    let main = rustix::thread::gettid() == rustix::process::getpid();
+    l.fiber_thread.set(if main { 1 } else { 2 });
+    main
 }
 
 /// Whether this thread has a hub (has spawned or waited through one).

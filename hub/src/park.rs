@@ -1,15 +1,40 @@
 //! Wait queues keyed by an address: [`park`] and [`unpark`], the building
 //! block of fiber-aware locks and of futex emulation.
 //!
-//! A queue exists only while someone waits on its key, and wakes in FIFO
-//! order. The cross-thread half (a futex woken by another OS thread) is
-//! [`park_remote`](crate::park_remote).
+//! The queues are the buckets of a fixed table per hub, each a
+//! [`WaitList`] whose nodes carry their key and live on the parked tasks'
+//! stacks: parking and waking allocate nothing, so the hub can park a task
+//! that is inside an allocator's lock, and nothing is borrowed while a
+//! task is parked. Each key wakes in FIFO order. The cross-thread half (a
+//! futex woken by another OS thread) is [`park_remote`](crate::park_remote).
 
-use std::rc::Rc;
 use std::time::Instant;
 
-use crate::stats::bump;
-use crate::{Hub, Waiting, Wake};
+use crate::{Hub, WaitList, Waiting, Wake};
+
+/// Buckets per hub: 16 KiB of list heads. Keys that share a bucket are
+/// told apart by the key in each node.
+const BUCKETS: usize = 1024;
+
+/// The hub's table of keyed queues.
+pub(crate) struct WaitTable {
+    buckets: Box<[WaitList]>,
+}
+
+impl WaitTable {
+    pub(crate) fn new() -> WaitTable {
+        WaitTable {
+            buckets: (0..BUCKETS).map(|_| WaitList::new()).collect(),
+        }
+    }
+
+    /// The queue `key` lives in (Fibonacci hashing of the address).
+    #[inline]
+    fn bucket(&self, key: usize) -> &WaitList {
+        let h = (key as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - BUCKETS.trailing_zeros());
+        &self.buckets[h as usize]
+    }
+}
 
 /// How a [`park`] ended.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -42,59 +67,60 @@ impl Park {
 /// is single-threaded): if it returns false the task does not sleep. This is
 /// the futex contract: "sleep only if the word still holds the value I saw".
 pub fn park(key: usize, deadline: Option<Instant>, validate: impl FnOnce() -> bool) -> Park {
-    park_as(Waiting::Park(key), key, deadline, validate)
+    park_as(Waiting::Park(key), key, 0, deadline, validate)
 }
 
 /// [`park`] on the queue of an object of `kind` ("mutex", "semaphore"…) at
-/// `key`, named so in deadlock reports. For objects that cannot hold a
-/// [`WaitList`](crate::WaitList) of their own (memory another process may
-/// map).
-pub fn park_object(kind: &'static str, key: usize, deadline: Option<Instant>, validate: impl FnOnce() -> bool) -> Park {
-    park_as(Waiting::Object(kind, key), key, deadline, validate)
+/// `key`, named so in deadlock reports, with the caller's word `tag` for
+/// this waiter (see [`unpark_where`], [`unpark_best`]).
+pub fn park_object(
+    kind: &'static str,
+    key: usize,
+    tag: u32,
+    deadline: Option<Instant>,
+    validate: impl FnOnce() -> bool,
+) -> Park {
+    park_as(Waiting::Object(kind, key), key, tag, deadline, validate)
 }
 
-fn park_as(what: Waiting, key: usize, deadline: Option<Instant>, validate: impl FnOnce() -> bool) -> Park {
+#[inline]
+fn park_as(what: Waiting, key: usize, tag: u32, deadline: Option<Instant>, validate: impl FnOnce() -> bool) -> Park {
     if !validate() {
         return Park::Invalid;
     }
-    let hub = Hub::get();
-    let cur = hub.current();
-    let w = hub.prepare(&cur, what);
-    hub.waitq.borrow_mut().entry(key).or_default().push_back(w);
-    bump(&hub.counters.parks);
-    let r = hub.block(&cur, deadline);
-    if r != Wake::Ready {
-        let mut q = hub.waitq.borrow_mut();
-        if let Some(list) = q.get_mut(&key) {
-            list.retain(|w| !Rc::ptr_eq(&w.task, &cur));
-            if list.is_empty() {
-                q.remove(&key);
-            }
-        }
-    }
-    Park::after(r)
+    Hub::get().waits.bucket(key).park_keyed(key, what, tag, deadline)
 }
 
 /// Wakes up to `n` tasks parked on `key`, oldest first; returns how many.
 pub fn unpark(key: usize, n: usize) -> usize {
     let Some(hub) = Hub::existing() else { return 0 };
+    let b = hub.waits.bucket(key);
     let mut woken = 0;
-    let mut q = hub.waitq.borrow_mut();
-    if let Some(list) = q.get_mut(&key) {
-        while woken < n {
-            let Some(w) = list.pop_front() else { break };
-            if hub.wake(&w, Wake::Ready) {
-                woken += 1;
-            }
-        }
-        if list.is_empty() {
-            q.remove(&key);
-        }
+    while woken < n && b.wake_where_keyed(Some(key), |_| true) {
+        woken += 1;
     }
     woken
 }
 
+/// Wakes the oldest task parked on `key` whose tag satisfies `pick`.
+pub fn unpark_where(key: usize, pick: impl FnMut(u32) -> bool) -> bool {
+    Hub::existing().is_some_and(|hub| hub.waits.bucket(key).wake_where_keyed(Some(key), pick))
+}
+
+/// Wakes the task parked on `key` with the highest `rank(tag)` (`None`
+/// skips it), the oldest among equals.
+pub fn unpark_best(key: usize, rank: impl FnMut(u32) -> Option<u32>) -> bool {
+    Hub::existing().is_some_and(|hub| hub.waits.bucket(key).wake_best_keyed(Some(key), rank))
+}
+
 /// How many tasks are parked on `key`.
 pub fn parked(key: usize) -> usize {
-    Hub::existing().map_or(0, |hub| hub.waitq.borrow().get(&key).map_or(0, |l| l.len()))
+    Hub::existing().map_or(0, |hub| {
+        hub.waits.bucket(key).count_keyed(Some(key), |_| true, usize::MAX)
+    })
+}
+
+/// Whether a task parked on `key` has a tag satisfying `f`.
+pub fn parked_where(key: usize, f: impl FnMut(u32) -> bool) -> bool {
+    Hub::existing().is_some_and(|hub| hub.waits.bucket(key).count_keyed(Some(key), f, 1) > 0)
 }

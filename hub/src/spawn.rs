@@ -33,6 +33,7 @@ pub struct Spawn {
 /// crate catches panics at the fiber boundary before they get here).
 pub fn spawn(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
     let hub = Hub::get();
+    crate::LOCAL.with(|l| l.fiber_thread.set(1));
     let body = move |_: fiber::Suspender<'_>| {
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
             let _g = internal::Guard::new();

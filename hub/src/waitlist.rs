@@ -1,13 +1,13 @@
-//! Wait lists that live in the caller's memory: the waiters of one object
-//! (a mutex, a condvar, a semaphore…), linked through nodes on the parked
-//! tasks' own stacks.
+//! Wait lists: parked tasks linked through nodes on their own stacks.
 //!
-//! Parking and waking allocate nothing and hash nothing: the object holds
-//! the list's two words, each parked task holds its node for as long as it
-//! is parked, and a wake-up unlinks the node before it makes the task
-//! runnable. This is what makes a lock or condvar hand-over cost about a
-//! fiber switch (see `interpose::sync`), and what lets the hub park a task
-//! from inside an allocator's lock without calling the allocator.
+//! Parking and waking allocate nothing: each parked task holds its node
+//! for as long as it is parked, and a wake-up unlinks the node before it
+//! makes the task runnable. A list may live in the caller's memory (two
+//! words), or be one bucket of the hub's table of keyed queues
+//! ([`park`](crate::park)), where each node carries its key. This is what
+//! makes a lock or condvar hand-over cost about a fiber switch (see
+//! `interpose::sync`), and what lets the hub park a task from inside an
+//! allocator's lock without calling the allocator.
 //!
 //! Order is FIFO; [`WaitList::wake_best`] lets the caller pick by a rank
 //! (priorities) instead.
@@ -38,6 +38,8 @@ struct Node {
     task: *const Task,
     /// The task's wait this node belongs to (see [`Hub::wake`]).
     seq: u64,
+    /// The key it waits on, in a bucket of keyed queues (0 elsewhere).
+    key: usize,
     /// The caller's word: what [`WaitList::wake_best`] ranks by, or what a
     /// waiter wants (a reader or a writer).
     tag: u32,
@@ -85,6 +87,11 @@ impl WaitList {
     /// `what` names the wait in reports; `tag` is the caller's word for
     /// this waiter.
     pub fn park(&self, what: Waiting, tag: u32, deadline: Option<Instant>) -> Park {
+        self.park_keyed(0, what, tag, deadline)
+    }
+
+    /// [`WaitList::park`] with the node marked with `key`.
+    pub(crate) fn park_keyed(&self, key: usize, what: Waiting, tag: u32, deadline: Option<Instant>) -> Park {
         let hub = Hub::get();
         let cur = hub.current();
         cur.state.set(State::Blocked);
@@ -92,6 +99,7 @@ impl WaitList {
         let node = Node {
             task: Rc::as_ptr(&cur),
             seq: cur.seq.get(),
+            key,
             tag,
             next: Cell::new(std::ptr::null()),
             prev: Cell::new(self.tail.get()),
@@ -115,29 +123,62 @@ impl WaitList {
 
     /// Wakes the oldest waiter whose tag satisfies `pick`.
     #[inline]
-    pub fn wake_where(&self, mut pick: impl FnMut(u32) -> bool) -> bool {
-        let mut p = self.head.get();
-        while !p.is_null() {
-            // SAFETY: a linked node is alive (see `Node::task`).
-            let n = unsafe { &*p };
-            let next = n.next.get();
-            if pick(n.tag) && self.take(n) {
-                return true;
-            }
-            p = next;
-        }
-        false
+    pub fn wake_where(&self, pick: impl FnMut(u32) -> bool) -> bool {
+        self.wake_where_keyed(None, pick)
     }
 
     /// Wakes the waiter of the highest rank (`rank(tag)`; `None` skips a
     /// waiter), the oldest among equals. Returns whether it woke one.
-    pub fn wake_best(&self, mut rank: impl FnMut(u32) -> Option<u32>) -> bool {
+    pub fn wake_best(&self, rank: impl FnMut(u32) -> Option<u32>) -> bool {
+        self.wake_best_keyed(None, rank)
+    }
+
+    /// Wakes every waiter; returns how many.
+    pub fn wake_all(&self) -> usize {
+        let mut woken = 0;
+        while self.wake_one() {
+            woken += 1;
+        }
+        woken
+    }
+
+    /// Whether any waiter's tag satisfies `f`.
+    pub fn any(&self, f: impl FnMut(u32) -> bool) -> bool {
+        self.count_keyed(None, f, 1) > 0
+    }
+
+    /// The first linked node (of `key`, if given) whose tag satisfies
+    /// `pick`, starting at `p`.
+    fn find(&self, mut p: *const Node, key: Option<usize>, pick: &mut impl FnMut(u32) -> bool) -> Option<&Node> {
+        while !p.is_null() {
+            // SAFETY: a linked node is alive (see `Node::task`).
+            let n = unsafe { &*p };
+            if key.is_none_or(|k| n.key == k) && pick(n.tag) {
+                return Some(n);
+            }
+            p = n.next.get();
+        }
+        None
+    }
+
+    /// [`WaitList::wake_where`] among the nodes of `key` (all, for `None`).
+    pub(crate) fn wake_where_keyed(&self, key: Option<usize>, mut pick: impl FnMut(u32) -> bool) -> bool {
+        let mut p = self.head.get();
+        while let Some(n) = self.find(p, key, &mut pick) {
+            p = n.next.get();
+            if self.take(n) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// [`WaitList::wake_best`] among the nodes of `key` (all, for `None`).
+    pub(crate) fn wake_best_keyed(&self, key: Option<usize>, mut rank: impl FnMut(u32) -> Option<u32>) -> bool {
         loop {
             let mut best: Option<(&Node, u32)> = None;
             let mut p = self.head.get();
-            while !p.is_null() {
-                // SAFETY: a linked node is alive (see `Node::task`).
-                let n = unsafe { &*p };
+            while let Some(n) = self.find(p, key, &mut |_| true) {
                 if let Some(r) = rank(n.tag) {
                     if best.is_none_or(|(_, b)| r > b) {
                         best = Some((n, r));
@@ -156,31 +197,21 @@ impl WaitList {
         }
     }
 
-    /// Wakes every waiter; returns how many.
-    pub fn wake_all(&self) -> usize {
-        let mut woken = 0;
-        while !self.head.get().is_null() {
-            // SAFETY: a linked node is alive (see `Node::task`).
-            let n = unsafe { &*self.head.get() };
-            if self.take(n) {
-                woken += 1;
-            }
-        }
-        woken
-    }
-
-    /// Whether any waiter's tag satisfies `f`.
-    pub fn any(&self, mut f: impl FnMut(u32) -> bool) -> bool {
+    /// How many nodes (of `key`, if given) have a tag satisfying `f`,
+    /// counting no further than `most`.
+    pub(crate) fn count_keyed(&self, key: Option<usize>, mut f: impl FnMut(u32) -> bool, most: usize) -> usize {
+        let mut n = 0;
         let mut p = self.head.get();
-        while !p.is_null() {
-            // SAFETY: a linked node is alive (see `Node::task`).
-            let n = unsafe { &*p };
-            if f(n.tag) {
-                return true;
+        while n < most {
+            match self.find(p, key, &mut f) {
+                Some(node) => {
+                    n += 1;
+                    p = node.next.get();
+                }
+                None => break,
             }
-            p = n.next.get();
         }
-        false
+        n
     }
 
     /// Unlinks `n` and wakes its task if its wait is still current (a

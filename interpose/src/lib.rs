@@ -114,6 +114,8 @@ pub fn is_preloaded() -> bool {
 /// cheap (atomics and one thread-local read) and may change between calls.
 #[cfg_attr(not(greenhook_linux_hooks), allow(dead_code))] // portable build: sleeps only
 pub(crate) mod gate {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
     /// The hooks are on, whoever calls: what must follow every change made
     /// through a hook, greenhook's own machinery included (the fd table
     /// tracking `fcntl`, `dup2`, `close`), asks only this.
@@ -130,12 +132,39 @@ pub(crate) mod gate {
         crate::is_patched() && !hub::internal::is_internal()
     }
 
-    /// [`patched`], and pthreads are fibers (the preload default, not
-    /// `GREENHOOK_THREADS=native`): threads, mutexes, condition variables,
-    /// rwlocks, barriers and thread-directed signals are emulated.
+    /// [`patched`], pthreads are fibers (the preload default, not
+    /// `GREENHOOK_THREADS=native`), and the caller's OS thread is the one
+    /// that runs them: threads, mutexes, condition variables, rwlocks,
+    /// barriers and thread-directed signals are emulated. Another OS thread
+    /// (one a library made without our `pthread_create`, such as jemalloc's
+    /// background thread) uses glibc's own, and is noted: objects it shares
+    /// with fibers then also serve waiters glibc parked in the kernel
+    /// (see [`foreign_threads`]).
     #[inline]
     pub(crate) fn emulating() -> bool {
-        patched() && crate::threads_as_fibers()
+        if !(patched() && crate::threads_as_fibers()) {
+            return false;
+        }
+        if hub::is_fiber_thread() {
+            return true;
+        }
+        foreign_thread();
+        false
+    }
+
+    static FOREIGN: AtomicBool = AtomicBool::new(false);
+
+    #[cold]
+    fn foreign_thread() {
+        FOREIGN.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether an OS thread other than the fibers' own has used a pthread
+    /// object through glibc: a fiber's wait on such an object then re-checks
+    /// now and then, since glibc's wake-ups reach the kernel, not the hub.
+    #[inline]
+    pub(crate) fn foreign_threads() -> bool {
+        FOREIGN.load(Ordering::Relaxed)
     }
 
     /// A wait here can let a fiber run: the caller is a fiber, or a root

@@ -1,33 +1,18 @@
 //! Barriers, emulated in our own words of the caller's
 //! `pthread_barrier_t` (init is ours too): the count, how many have
-//! arrived, a generation that the last arrival bumps to let the round go,
-//! whether it is process-shared, and the wait list.
+//! arrived, and a generation that the last arrival bumps to let the round go.
 
 use std::sync::atomic::Ordering;
 
 use libc::{c_int, c_uint, pthread_barrier_t, pthread_barrierattr_t};
 
-use super::{word, Kind, Waiters};
+use super::{park, word, Kind};
 use crate::gate::emulating;
 use crate::hook::hook;
 
 const COUNT: usize = 0;
 const ARRIVED: usize = 1;
 const GENERATION: usize = 2;
-const SHARED: usize = 3;
-/// Where a private barrier keeps its wait list (bytes 16..32).
-const LIST: usize = 16;
-
-/// Where the barrier's waiters wait.
-///
-/// # Safety
-/// `b` is a live barrier initialised by our `pthread_barrier_init`.
-#[inline]
-unsafe fn waiters(b: *mut pthread_barrier_t) -> Waiters {
-    let a = b as usize;
-    // SAFETY: per the contract; the barrier is 32 bytes, 8-aligned.
-    unsafe { Waiters::of(a, LIST, word(a, SHARED).load(Ordering::Relaxed) != 0) }
-}
 
 hook! {
     /// `pthread_barrier_init` (our own layout when emulating).
@@ -40,19 +25,12 @@ hook! {
         if count == 0 || count > i32::MAX as c_uint {
             return libc::EINVAL;
         }
-        let mut shared = libc::PTHREAD_PROCESS_PRIVATE;
-        // SAFETY: a non-null attribute object is the caller's.
-        if !attr.is_null() && unsafe { libc::pthread_barrierattr_getpshared(attr, &mut shared) } != 0 {
-            return libc::EINVAL;
-        }
         let a = b as usize;
-        // SAFETY: the caller's barrier (32 bytes, 8-aligned).
+        // SAFETY: the caller's barrier (32 bytes).
         unsafe {
             word(a, COUNT).store(count as i32, Ordering::Relaxed);
             word(a, ARRIVED).store(0, Ordering::Relaxed);
             word(a, GENERATION).store(0, Ordering::Relaxed);
-            word(a, SHARED).store((shared == libc::PTHREAD_PROCESS_SHARED) as i32, Ordering::Relaxed);
-            std::ptr::write_bytes((a + LIST) as *mut u8, 0, 16);
         }
         0
     }
@@ -68,16 +46,13 @@ hook! {
         if n >= count.load(Ordering::Relaxed) {
             arrived.store(0, Ordering::Relaxed);
             gen.fetch_add(1, Ordering::Release);
-            // SAFETY: the caller's barrier.
-            unsafe { waiters(b) }.wake_all();
+            hub::unpark(a, usize::MAX);
             return libc::PTHREAD_BARRIER_SERIAL_THREAD;
         }
         arrived.store(n, Ordering::Relaxed);
         let g = gen.load(Ordering::Relaxed);
-        // SAFETY: the caller's barrier.
-        let waiters = unsafe { waiters(b) };
         while gen.load(Ordering::Acquire) == g {
-            waiters.park(Kind::Barrier, a, 0, None, || gen.load(Ordering::Relaxed) == g);
+            park(Kind::Barrier, a, 0, None, || gen.load(Ordering::Relaxed) == g);
         }
         0
     }

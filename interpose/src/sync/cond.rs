@@ -1,18 +1,17 @@
-//! Condition variables, emulated with no state but their waiters (the
-//! condvar's wait list, or the hub's queue keyed by its address when it is
-//! process-shared): a signal wakes the oldest waiter and a broadcast all. A
+//! Condition variables, emulated without any state: waiters park on the
+//! condvar's address, a signal wakes one of them and a broadcast all. A
 //! wait is a cancellation point, before and after it.
 
 use std::sync::atomic::Ordering;
 
 use libc::{c_int, clockid_t, pthread_cond_t, pthread_mutex_t, timespec};
 
-use super::{mutex, word, Kind, Wait, Waiters};
+use super::{mutex, park, word, Kind, Wait};
 use crate::gate::emulating;
 use crate::hook::hook;
 
-/// `__wrefs`, at byte 36 in glibc's layout: bit 0 process-shared, bit 1
-/// the clock chosen with `pthread_condattr_setclock`.
+/// `__wrefs`, at byte 36 in glibc's layout: bit 1 is the clock chosen
+/// with `pthread_condattr_setclock`.
 const WREFS: usize = 9;
 
 /// The clock the condvar's timed waits use.
@@ -26,18 +25,6 @@ unsafe fn clock(c: *mut pthread_cond_t) -> clockid_t {
     } else {
         libc::CLOCK_REALTIME
     }
-}
-
-/// Where the condvar's waiters wait: its wait list in `__wseq` and
-/// `__g1_start` (bytes 0..16), unless it is process-shared.
-///
-/// # Safety
-/// `c` is a live condvar.
-#[inline]
-unsafe fn waiters(c: *mut pthread_cond_t) -> Waiters {
-    let a = c as usize;
-    // SAFETY: per the contract; the condvar is 48 bytes, 8-aligned.
-    unsafe { Waiters::of(a, 0, word(a, WREFS).load(Ordering::Relaxed) & 1 != 0) }
 }
 
 /// Waits on an emulated condvar; `timeout`: None = forever, Some((clock, ts)).
@@ -62,8 +49,14 @@ unsafe fn wait(
         Ok(n) => n,
         Err(e) => return e,
     };
-    // SAFETY: the caller's condvar.
-    let r = unsafe { waiters(c) }.park(Kind::Condvar, c as usize, 0, deadline, || true);
+    // A thread that is not a fiber signals through glibc, which does not
+    // reach the hub: then look again now and then (a spurious wake-up,
+    // which POSIX allows).
+    let nap = super::foreign_nap(deadline);
+    let mut r = park(Kind::Condvar, c as usize, 0, nap, || true);
+    if r == hub::Park::TimedOut && nap != deadline {
+        r = hub::Park::Unparked;
+    }
     // SAFETY: the caller's mutex.
     unsafe { mutex::acquire(m, Wait::Until(None)) };
     if saved > 1 {
@@ -108,16 +101,23 @@ hook! {
     /// `pthread_cond_signal`.
     #[gate(emulating())]
     [sync] fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
-        // SAFETY: the caller's condvar.
-        unsafe { waiters(c) }.wake_one();
+        if hub::unpark(c as usize, 1) == 0 && crate::gate::foreign_threads() {
+            // Perhaps a thread that is not a fiber waits through glibc
+            // (whose state we never touch).
+            // SAFETY: the caller's condvar.
+            return unsafe { pthread_cond_signal::real(c) };
+        }
         0
     }
 
     /// `pthread_cond_broadcast`.
     #[gate(emulating())]
     [sync] fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
-        // SAFETY: the caller's condvar.
-        unsafe { waiters(c) }.wake_all();
+        hub::unpark(c as usize, usize::MAX);
+        if crate::gate::foreign_threads() {
+            // SAFETY: the caller's condvar (see pthread_cond_signal).
+            return unsafe { pthread_cond_broadcast::real(c) };
+        }
         0
     }
 }

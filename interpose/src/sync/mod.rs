@@ -3,16 +3,13 @@
 //! here what they share: the words of the caller's object, owner ids,
 //! where waiters wait ([`Waiters`]) and the timed-lock rule.
 //!
-//! A blocked waiter parks on the hub instead of blocking the only OS
-//! thread, so a fiber that sleeps while holding a lock cannot deadlock the
-//! hub. A process-private object keeps its waiters in a [`hub::WaitList`]
-//! inside the object itself (two words glibc's own initialisers zero and
-//! its functions leave alone), linked through the parked fibers' stacks:
-//! a lock, condvar or semaphore hand-over allocates nothing, hashes
-//! nothing and makes no system call, and an unlock that finds the list
-//! empty touches nothing else. A process-shared object may be mapped by
-//! another process, where our pointers mean nothing: its waiters park on
-//! the hub's queue keyed by its address instead.
+//! A blocked waiter parks on the hub ([`hub::park_object`], keyed by the
+//! object's address) instead of blocking the only OS thread, so a fiber
+//! that sleeps while holding a lock cannot deadlock the hub. The hub's
+//! queues are linked through the parked fibers' stacks: a lock, condvar or
+//! semaphore hand-over allocates nothing and makes no system call, and the
+//! object's own memory holds nothing of ours (glibc's functions, a real
+//! thread or another process may still read it as glibc's).
 //!
 //! ## Decision: when we emulate
 //! With `threads_as_fibers` (the preload default) mutexes, condition
@@ -22,29 +19,22 @@
 //! preload library patches in its constructor, before `main`. The emulated
 //! state lives in the caller's object, in fields the static initialisers
 //! zero, and it keeps the fields glibc's `*_init`/`*_destroy` read:
-//! - mutex: `__lock` 0 (free), 1 (locked) or 2 (locked, waiters parked),
-//!   as glibc's; `__count` (recursion), `__owner` (our owner id: the fiber
-//!   id, or minus the tid for a root context), `__kind` read back from what
-//!   the real `pthread_mutex_init` or the initialiser wrote; `__nusers`
-//!   stays 0, so the real `pthread_mutex_destroy` works; the wait list in
-//!   `__list` (bytes 24..40, used by glibc only for robust mutexes' kernel
-//!   list, which the emulation does not use);
-//! - condvar: no state but the wait list, in `__wseq`/`__g1_start` (bytes
-//!   0..16); the clock is read from bit 1 of `__wrefs`, written by the real
-//!   `pthread_cond_init`, and bit 0 says process-shared;
+//! - mutex: `__lock` 0 (free), 1 (locked) or 2 (locked, maybe waiters),
+//!   as glibc's, so an unlock with nobody waiting looks no further;
+//!   `__count` (recursion), `__owner` (our owner id: the fiber id, or minus
+//!   the tid for a root context), `__kind` read back from what the real
+//!   `pthread_mutex_init` or the initialiser wrote; `__nusers` stays 0, so
+//!   the real `pthread_mutex_destroy` works;
+//! - condvar: no state at all; the clock is read from bit 1 of `__wrefs`,
+//!   written by the real `pthread_cond_init`;
 //! - rwlock: `__readers` is -1 (writer) or the reader count, `__cur_writer`
-//!   the writing owner, the wait list in bytes 8..24 (glibc's futex words);
-//!   readers are preferred (glibc's default) unless the lock was made
-//!   writer-preferring;
-//! - barrier: our own count/arrived/generation/shared words (init is ours
-//!   too), the wait list in bytes 16..32.
+//!   the writing owner; readers are preferred (glibc's default);
+//! - barrier: our own count/arrived/generation words (init is ours too).
 //!
 //! Spinlocks and semaphores keep glibc's own representation (a word that is
 //! 0 when free; a semaphore's value in the low half of its first 64-bit
 //! word), so the real `trylock`/`sem_post`/`sem_getvalue`/`sem_open` work on
-//! them unchanged and they cooperate in every mode. `sem_init` also marks a
-//! process-private semaphore (glibc's unused `pad` word) and clears the wait
-//! list in its bytes 16..32, which glibc never touches. A semaphore that
+//! them unchanged and they cooperate in every mode. A semaphore that
 //! another process or a real thread may post (process-shared, e.g.
 //! `sem_open`, or any semaphore when threads stay native) is re-checked
 //! every 2 ms while a fiber waits, since such a post cannot reach this hub.
@@ -151,85 +141,49 @@ fn owner_of(kind: &'static str, addr: usize) -> Option<String> {
     })
 }
 
-/// Where the waiters of one object wait.
-#[derive(Clone, Copy)]
-enum Waiters {
-    /// In the object's own wait list (a process-private object).
-    List(&'static hub::WaitList),
-    /// On the hub's queue keyed by the object's address (a process-shared
-    /// object, which may not hold our pointers).
-    Keyed(usize),
+/// Parks the running task on the object of `kind` at `addr` until woken,
+/// the deadline passes or it is interrupted; `busy` is re-checked first
+/// (the futex rule); `tag` is the waiter's word (see `rwlock`).
+fn park(kind: Kind, addr: usize, tag: u32, deadline: Option<Instant>, busy: impl FnOnce() -> bool) -> hub::Park {
+    register_owner_describer();
+    hub::park_object(kind.name(), addr, tag, deadline, busy)
 }
 
-impl Waiters {
-    /// The waiters of the object at `addr`: in its wait list at byte
-    /// `list` unless it is process-`shared`.
-    ///
-    /// # Safety
-    /// Unless `shared`, `addr + list` is 8-aligned and holds 16 bytes that
-    /// are zero or a wait list, inside a live object (see the module docs).
-    #[inline]
-    unsafe fn of(addr: usize, list: usize, shared: bool) -> Waiters {
-        if shared {
-            Waiters::Keyed(addr)
-        } else {
-            // SAFETY: per the contract; the object outlives any waiter.
-            Waiters::List(unsafe { hub::WaitList::at(addr + list) })
-        }
-    }
+/// How often a fiber re-checks an object that a thread other than the
+/// fibers' own may release through glibc (see `gate::foreign_threads`).
+const FOREIGN_NAP: std::time::Duration = std::time::Duration::from_millis(2);
 
-    /// Parks the running task until woken, the deadline passes or it is
-    /// interrupted. `busy` is re-checked first for a keyed wait (the futex
-    /// rule; a list wait needs none: nothing runs between the caller's
-    /// check and the park). `tag` is the waiter's word (see `rwlock`).
-    fn park(
-        self,
-        kind: Kind,
-        addr: usize,
-        tag: u32,
-        deadline: Option<Instant>,
-        busy: impl FnOnce() -> bool,
-    ) -> hub::Park {
-        register_owner_describer();
-        match self {
-            Waiters::List(l) => l.park(hub::Waiting::Object(kind.name(), addr), tag, deadline),
-            Waiters::Keyed(k) => hub::park_object(kind.name(), k, deadline, busy),
-        }
+/// The deadline of one park of a wait until `deadline`: sooner, when
+/// threads that are not fibers share pthread objects with them, since their
+/// wake-ups do not reach the hub.
+fn foreign_nap(deadline: Option<Instant>) -> Option<Instant> {
+    if !crate::gate::foreign_threads() {
+        return deadline;
     }
+    let nap = Instant::now() + FOREIGN_NAP;
+    Some(deadline.map_or(nap, |d| d.min(nap)))
+}
 
-    /// Whether nobody waits.
-    #[inline]
-    fn is_empty(self) -> bool {
-        match self {
-            Waiters::List(l) => l.is_empty(),
-            Waiters::Keyed(k) => hub::parked(k) == 0,
-        }
-    }
-
-    /// Wakes the oldest waiter.
-    #[inline]
-    fn wake_one(self) {
-        match self {
-            Waiters::List(l) => {
-                l.wake_one();
-            }
-            Waiters::Keyed(k) => {
-                hub::unpark(k, 1);
-            }
-        }
-    }
-
-    /// Wakes every waiter.
-    fn wake_all(self) {
-        match self {
-            Waiters::List(l) => {
-                l.wake_all();
-            }
-            Waiters::Keyed(k) => {
-                hub::unpark(k, usize::MAX);
-            }
-        }
-    }
+/// Wakes up to `n` threads glibc put to sleep in the kernel on `word`.
+fn futex_wake(word: &AtomicI32, n: i32, shared: bool) {
+    let op = if shared {
+        libc::FUTEX_WAKE
+    } else {
+        libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG
+    };
+    // SAFETY: FUTEX_WAKE on a live word only wakes; our own `syscall` hook
+    // would emulate it for fibers, so the real one is called.
+    unsafe {
+        crate::futex::syscall::real(
+            libc::SYS_futex,
+            word.as_ptr() as libc::c_long,
+            op as libc::c_long,
+            n as libc::c_long,
+            0,
+            0,
+            0,
+        )
+    };
 }
 
 /// Tells the hub how to name the owner of an object in deadlock reports

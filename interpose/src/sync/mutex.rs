@@ -2,9 +2,9 @@
 //! the [module docs](super)): normal, recursive and errorcheck kinds, and
 //! robust mutexes whose owner fiber ended.
 //!
-//! The uncontended path is one compare-and-swap to lock and two plain
-//! stores to unlock: no system call, no allocation, and no atomic
-//! read-modify-write on unlock (every contender is on this OS thread).
+//! The uncontended path is one compare-and-swap to lock and plain stores to
+//! unlock: no system call, no allocation, and no atomic read-modify-write
+//! on an unlock that finds nobody waiting (`__lock` is 1, not 2).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 
 use libc::{c_int, clockid_t, pthread_mutex_t, timespec};
 
-use super::{timed, word, Kind, Wait, Waiters};
+use super::{park, timed, word, Kind, Wait};
 use crate::gate::emulating;
 use crate::hook::hook;
 
@@ -21,8 +21,6 @@ pub(super) const COUNT: usize = 1;
 pub(super) const OWNER: usize = 2;
 const KIND: usize = 4;
 const ROBUST: usize = 5;
-/// `__list`, where a private mutex keeps its wait list.
-const LIST: usize = 24;
 const KIND_ROBUST_FLAG: i32 = 16;
 /// glibc's `PTHREAD_MUTEX_PSHARED_BIT`.
 const KIND_PSHARED_FLAG: i32 = 128;
@@ -48,16 +46,6 @@ fn kind_of(kind_word: i32) -> i32 {
     } else {
         k
     }
-}
-
-/// Where the mutex's waiters wait.
-///
-/// # Safety
-/// `a` is a live mutex.
-#[inline]
-unsafe fn waiters(a: usize, kind_word: i32) -> Waiters {
-    // SAFETY: per the contract; `__list` is 8-aligned in a 40-byte mutex.
-    unsafe { Waiters::of(a, LIST, kind_word & KIND_PSHARED_FLAG != 0) }
 }
 
 /// Locks an emulated mutex, waiting as `wait` says.
@@ -111,13 +99,11 @@ unsafe fn acquire_slow(a: usize, kind_word: i32, wait: Wait) -> c_int {
             _ => {} // a normal mutex relocked by its owner deadlocks, as in glibc
         }
     }
-    // SAFETY: per the contract.
-    let waiters = unsafe { waiters(a, kind_word) };
     loop {
         if robust_kind && robust.load(Ordering::Relaxed) == ROBUST_UNRECOVERABLE {
             return libc::ENOTRECOVERABLE;
         }
-        let taken = if waiters.is_empty() { LOCKED } else { LOCKED_WAITERS };
+        let taken = if hub::parked(a) == 0 { LOCKED } else { LOCKED_WAITERS };
         if lock
             .compare_exchange(0, taken, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
@@ -139,7 +125,10 @@ unsafe fn acquire_slow(a: usize, kind_word: i32, wait: Wait) -> c_int {
         // Tell the unlocker there is someone to wake.
         let _ = lock.compare_exchange(LOCKED, LOCKED_WAITERS, Ordering::Relaxed, Ordering::Relaxed);
         let busy = || lock.load(Ordering::Relaxed) != 0;
-        if waiters.park(Kind::Mutex, a, 0, deadline, busy) == hub::Park::TimedOut {
+        // A holder on another OS thread unlocks through glibc, whose wake-up
+        // goes to the kernel, not to the hub: look again now and then.
+        let nap = super::foreign_nap(deadline);
+        if park(Kind::Mutex, a, 0, nap, busy) == hub::Park::TimedOut && nap == deadline {
             return libc::ETIMEDOUT;
         }
     }
@@ -205,20 +194,24 @@ unsafe fn release_slow(a: usize, kind_word: i32, full: bool) -> Result<i32, c_in
     owner.store(0, Ordering::Relaxed);
     count.store(0, Ordering::Relaxed);
     // SAFETY: per the contract.
-    unsafe { unlock_and_wake(a, kind_word) };
+    unsafe { unlock_and_wake(a) };
     Ok(c)
 }
 
-/// Frees the lock word and wakes one waiter, if any.
+/// Frees the lock word and wakes one waiter, if it said there may be one.
 ///
 /// # Safety
 /// `a` is a live mutex.
-unsafe fn unlock_and_wake(a: usize, kind_word: i32) {
+unsafe fn unlock_and_wake(a: usize) {
     // SAFETY: per the contract.
-    let (lock, waiters) = unsafe { (word(a, LOCK), waiters(a, kind_word)) };
-    lock.store(0, Ordering::Release);
-    if !waiters.is_empty() {
-        waiters.wake_one();
+    let lock = unsafe { word(a, LOCK) };
+    if lock.swap(0, Ordering::Release) == LOCKED_WAITERS && hub::unpark(a, 1) == 0 {
+        // No fiber waited: the 2 may be glibc's, from a thread that is not a
+        // fiber and sleeps in the kernel on this word (or from a fiber that
+        // gave up waiting: then the wake-up finds nobody).
+        // SAFETY: per the contract.
+        let shared = unsafe { word(a, KIND) }.load(Ordering::Relaxed) & KIND_PSHARED_FLAG != 0;
+        super::futex_wake(lock, 1, shared);
     }
 }
 
@@ -234,7 +227,7 @@ pub(crate) fn owner_died() {
             word(a, ROBUST).store(ROBUST_DIED, Ordering::Relaxed);
             word(a, OWNER).store(0, Ordering::Relaxed);
             word(a, COUNT).store(0, Ordering::Relaxed);
-            unlock_and_wake(a, word(a, KIND).load(Ordering::Relaxed));
+            unlock_and_wake(a);
         }
     }
 }

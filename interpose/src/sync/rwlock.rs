@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use libc::{c_int, clockid_t, pthread_rwlock_t, timespec};
 
-use super::{timed, word, Kind, Wait, Waiters};
+use super::{park, timed, word, Kind, Wait};
 use crate::gate::emulating;
 use crate::hook::hook;
 
@@ -16,21 +16,6 @@ use crate::hook::hook;
 const STATE: usize = 0;
 /// `__cur_writer`: the writer's owner id.
 pub(super) const WRITER: usize = 6;
-/// `__shared`: non-zero for a process-shared rwlock.
-const SHARED: usize = 7;
-/// Where a private rwlock keeps its wait list: glibc's futex words.
-const LIST: usize = 8;
-
-/// Where the rwlock's waiters wait.
-///
-/// # Safety
-/// `l` is a live rwlock.
-#[inline]
-unsafe fn waiters(l: *mut pthread_rwlock_t) -> Waiters {
-    let a = l as usize;
-    // SAFETY: per the contract; the rwlock is 56 bytes, 8-aligned.
-    unsafe { Waiters::of(a, LIST, word(a, SHARED).load(Ordering::Relaxed) != 0) }
-}
 
 /// Whether a lock operation is shared (read) or exclusive (write).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -88,9 +73,7 @@ unsafe fn lock(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
                 Read => s < 0,
             }
         };
-        // SAFETY: the caller's rwlock.
-        let waiters = unsafe { waiters(l) };
-        if waiters.park(Kind::Rwlock, a, (mode == Write) as u32, deadline, busy) == hub::Park::TimedOut {
+        if park(Kind::Rwlock, a, (mode == Write) as u32, deadline, busy) == hub::Park::TimedOut {
             return libc::ETIMEDOUT;
         }
     }
@@ -167,13 +150,11 @@ hook! {
             }
             writer.store(0, Ordering::Relaxed);
             state.store(0, Ordering::Release);
-            // SAFETY: the caller's rwlock.
-            unsafe { waiters(l) }.wake_all();
+            hub::unpark(a, usize::MAX);
         } else if s > 0 {
             state.store(s - 1, Ordering::Release);
             if s == 1 {
-                // SAFETY: the caller's rwlock.
-                unsafe { waiters(l) }.wake_all();
+                hub::unpark(a, usize::MAX);
             }
         } else {
             return libc::EPERM;

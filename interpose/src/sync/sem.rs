@@ -2,18 +2,13 @@
 //! the first 64-bit word), so the real `sem_post`, `sem_trywait`,
 //! `sem_getvalue` and `sem_open` work on them unchanged and they cooperate
 //! in every mode. A wait is a cancellation point.
-//!
-//! A process-private semaphore that our `sem_init` made (it says so in
-//! glibc's unused `pad` word) keeps its fiber waiters in a wait list in
-//! bytes 16..32 of the `sem_t`, which glibc never touches; any other
-//! semaphore's waiters park on the hub's queue keyed by its address.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use libc::{c_int, clockid_t, sem_t, timespec};
 
-use super::{word, Kind, Waiters};
+use super::{park, word, Kind};
 use crate::gate::cooperative;
 use crate::hook::hook;
 
@@ -30,26 +25,6 @@ unsafe fn value<'a>(s: *mut sem_t) -> &'a AtomicU32 {
     unsafe { &*(s as *const AtomicU32) }
 }
 
-/// `pad`, the int at byte 12: [`MINE`] once our `sem_init` set the
-/// semaphore up for a wait list.
-const PAD: usize = 3;
-/// "The wait list in bytes 16..32 is ours and valid."
-const MINE: i32 = 0x6768_6b73;
-/// Where such a semaphore keeps its wait list.
-const LIST: usize = 16;
-
-/// Where the semaphore's fiber waiters wait.
-///
-/// # Safety
-/// `s` is a live semaphore.
-#[inline]
-unsafe fn waiters(s: *mut sem_t) -> Waiters {
-    let a = s as usize;
-    // SAFETY: per the contract (sem_t is 32 bytes, 8-aligned); the list is
-    // read only where our sem_init cleared it.
-    unsafe { Waiters::of(a, LIST, word(a, PAD).load(Ordering::Relaxed) != MINE) }
-}
-
 /// Whether a post may come from outside this hub (another process or a
 /// real thread), so waiters must re-check the value now and then.
 ///
@@ -59,7 +34,9 @@ unsafe fn remote(s: *mut sem_t) -> bool {
     // SAFETY: per the contract; `private` is the int at byte 8: glibc's
     // `sem_init` stores 0 for a process-private semaphore and
     // `FUTEX_PRIVATE_FLAG` (128) for a shared one (measured, glibc 2.36).
-    !crate::threads_as_fibers() || unsafe { word(s as usize, 2) }.load(Ordering::Relaxed) != 0
+    !crate::threads_as_fibers()
+        || crate::gate::foreign_threads()
+        || unsafe { word(s as usize, 2) }.load(Ordering::Relaxed) != 0
 }
 
 /// Waits on a semaphore as a fiber. Err is an errno value.
@@ -102,9 +79,7 @@ unsafe fn wait(s: *mut sem_t, timeout: Option<(clockid_t, *const timespec)>) -> 
         } else {
             d
         };
-        // SAFETY: the caller's semaphore.
-        let waiters = unsafe { waiters(s) };
-        waiters.park(Kind::Semaphore, s as usize, 0, wake_at, || {
+        park(Kind::Semaphore, s as usize, 0, wake_at, || {
             v.load(Ordering::Relaxed) == 0
         });
         crate::cancel_point();
@@ -147,26 +122,9 @@ hook! {
         // SAFETY: the caller's semaphore, forwarded unchanged.
         let r = unsafe { sem_post::real(s) };
         if r == 0 && crate::gate::patched() {
-            // SAFETY: the caller's semaphore, which the real post accepted.
-            unsafe { waiters(s) }.wake_one();
+            hub::unpark(s as usize, 1);
         }
         r
     }
 
-    /// `sem_init`: the real init; a process-private semaphore then gets an
-    /// empty wait list in the bytes glibc leaves alone, and the mark that
-    /// says so.
-    [sync] fn sem_init(s: *mut sem_t, pshared: c_int, value: libc::c_uint) -> c_int {
-        // SAFETY: the caller's semaphore, forwarded unchanged.
-        let r = unsafe { sem_init::real(s, pshared, value) };
-        if r == 0 && pshared == 0 && crate::gate::emulating() {
-            let a = s as usize;
-            // SAFETY: the real init accepted `s`, a 32-byte, 8-aligned sem_t.
-            unsafe {
-                std::ptr::write_bytes((a + LIST) as *mut u8, 0, 16);
-                word(a, PAD).store(MINE, Ordering::Relaxed);
-            }
-        }
-        r
-    }
 }
