@@ -37,7 +37,7 @@ impl Hub {
         let mut fds = self.fds.borrow_mut();
         let i = fd as usize;
         if fds.len() <= i {
-            fds.resize_with(i + 1, FdSlot::default);
+            crate::internal::bookkeeping(|| fds.resize_with(i + 1, FdSlot::default));
         }
         f(&mut fds[i])
     }
@@ -96,9 +96,16 @@ pub fn wait_fds(fds: &[(RawFd, Interest)], deadline: Option<Instant>) -> io::Res
     let w = hub.prepare(&cur, what);
     for &(fd, interest) in fds {
         let w = w.clone();
-        hub.fd_slot(fd, |s| match interest {
-            Interest::Readable => s.readers.push(w),
-            Interest::Writable => s.writers.push(w),
+        hub.fd_slot(fd, |s| {
+            let v = match interest {
+                Interest::Readable => &mut s.readers,
+                Interest::Writable => &mut s.writers,
+            };
+            if v.len() == v.capacity() {
+                let more = v.len().max(4);
+                crate::internal::bookkeeping(|| v.reserve(more));
+            }
+            v.push(w)
         });
     }
     bump(&hub.counters.fd_waits);
@@ -128,17 +135,18 @@ pub fn forget_fd(fd: RawFd) {
     if fd < 0 {
         return;
     }
-    let waiters = {
+    let waiters = crate::internal::bookkeeping(|| {
         let mut fds = hub.fds.borrow_mut();
-        let Some(slot) = fds.get_mut(fd as usize) else { return };
+        let slot = fds.get_mut(fd as usize)?;
         if !slot.registered {
-            return;
+            return None;
         }
         slot.registered = false;
         let mut v = std::mem::take(&mut slot.readers);
         v.append(&mut slot.writers);
-        v
-    };
+        Some(v)
+    });
+    let Some(waiters) = waiters else { return };
     hub.reactor.deregister(fd);
     for w in waiters {
         hub.wake(&w, Wake::Closed);

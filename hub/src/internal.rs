@@ -2,9 +2,11 @@
 //!
 //! The interposer's hooks pass straight through to libc when
 //! [`is_internal`] is true: in the offload pool's worker threads (for their
-//! whole life), while the hub spawns those threads, and while it prints
-//! reports. That keeps the hub's own work from being turned into fiber
-//! operations.
+//! whole life), while the hub spawns those threads, while it prints
+//! reports, and around every piece of its bookkeeping that may allocate
+//! ([`bookkeeping`]). That keeps the hub's own work from being turned into
+//! fiber operations, and the hub from being re-entered half-way through an
+//! update.
 //!
 //! It is also where the layer above hands the hub what only it knows, for
 //! reports: owners of objects waited on, names of tasks, and extra stats
@@ -41,6 +43,19 @@ impl Drop for Guard {
     fn drop(&mut self) {
         LOCAL.with(|l| l.depth.set(l.depth.get() - 1));
     }
+}
+
+/// Runs hub bookkeeping that may allocate or free (a timer map's node, a
+/// run queue that grows, a finished fiber's stack) as machinery: an
+/// allocator that takes a lock through our `pthread_mutex_lock`, or any
+/// other hook entered from inside it, then gets the real function and can
+/// neither park nor switch fibers while the hub's state is half updated.
+/// The rule, for every piece of the hub: nothing that may allocate runs
+/// outside this while hub state is borrowed.
+#[inline]
+pub(crate) fn bookkeeping<R>(f: impl FnOnce() -> R) -> R {
+    let _g = Guard::new();
+    f()
 }
 
 /// Marks this whole thread as machinery (worker threads).

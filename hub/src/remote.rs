@@ -75,8 +75,8 @@ impl Inbox {
         // Clear the flag before popping: a push after this point will flag
         // and notify again, so no token is left behind unannounced.
         self.shared.notified.store(false, Ordering::SeqCst);
-        while let Some(token) = self.shared.queue.pop() {
-            let w = self.pending.borrow_mut().remove(&token);
+        while let Some(token) = crate::internal::bookkeeping(|| self.shared.queue.pop()) {
+            let w = crate::internal::bookkeeping(|| self.pending.borrow_mut().remove(&token));
             if let Some(w) = w {
                 hub.wake(&w, Wake::Ready);
             }
@@ -100,7 +100,7 @@ impl RemoteWaker {
 
 impl Drop for RemoteWaker {
     fn drop(&mut self) {
-        self.shared.queue.push(self.token);
+        crate::internal::bookkeeping(|| self.shared.queue.push(self.token));
         if !self.shared.notified.swap(true, Ordering::SeqCst) {
             self.shared.notifier.notify();
         }
@@ -131,14 +131,14 @@ fn remote_wait(what: Waiting, deadline: Option<std::time::Instant>, register: im
     let token = inbox.next.get();
     inbox.next.set(token + 1);
     let w = hub.prepare(&cur, what);
-    inbox.pending.borrow_mut().insert(token, w);
+    crate::internal::bookkeeping(|| inbox.pending.borrow_mut().insert(token, w));
     register(RemoteWaker {
         shared: inbox.shared.clone(),
         token,
     });
     let r = hub.block(&cur, deadline);
     if r != Wake::Ready {
-        inbox.pending.borrow_mut().remove(&token);
+        crate::internal::bookkeeping(|| inbox.pending.borrow_mut().remove(&token));
     }
     r
 }

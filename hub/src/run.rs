@@ -37,6 +37,10 @@ impl RunQueue {
 
     pub(crate) fn push_back(&self, t: Rc<Task>) {
         let mut q = self.q.borrow_mut();
+        if q.len() == q.capacity() {
+            let more = q.len().max(16);
+            crate::internal::bookkeeping(|| q.reserve(more));
+        }
         q.push_back(t);
         self.note(&q);
     }
@@ -137,7 +141,7 @@ impl Hub {
     #[inline(always)]
     pub(crate) fn suspended(&self, t: Rc<Task>, done: bool) {
         if done || t.exiting.get() {
-            self.finish(t);
+            crate::internal::bookkeeping(|| self.finish(t));
         } else if t.state.get() == State::Runnable {
             // It yielded: back of the queue, reusing the reference we hold.
             self.runq.push_back(t);

@@ -32,6 +32,10 @@ pub struct Spawn {
 /// A panic escaping `f` aborts the process with a message (the facade
 /// crate catches panics at the fiber boundary before they get here).
 pub fn spawn(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
+    internal::bookkeeping(|| spawn_task(opts, f))
+}
+
+fn spawn_task(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
     let hub = Hub::get();
     crate::LOCAL.with(|l| l.fiber_thread.set(1));
     let body = move |_: fiber::Suspender<'_>| {
@@ -102,7 +106,7 @@ fn join_inner(task: &Rc<Task>, deadline: Option<Instant>) -> bool {
     while !task.is_finished() {
         let cur = hub.current();
         let w = hub.prepare(&cur, Waiting::Join(task.id()));
-        task.joiners.borrow_mut().push(w);
+        internal::bookkeeping(|| task.joiners.borrow_mut().push(w));
         if hub.block(&cur, deadline) == Wake::TimedOut {
             task.joiners.borrow_mut().retain(|w| !Rc::ptr_eq(&w.task, &cur));
             return task.is_finished();

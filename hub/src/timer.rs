@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::stats::bump;
 use crate::task::{Task, Waiter};
-use crate::{Hub, Waiting, Wake};
+use crate::{internal, Hub, Waiting, Wake};
 
 /// A timer's key in the map: its deadline, then the order it was armed in.
 pub(crate) type TimerKey = (Instant, u64);
@@ -23,13 +23,11 @@ impl Hub {
     pub(crate) fn arm_timer(&self, cur: &Rc<Task>, deadline: Instant) -> TimerKey {
         let k = (deadline, self.timer_seq.get());
         self.timer_seq.set(k.1 + 1);
-        self.timers.borrow_mut().insert(
-            k,
-            Waiter {
-                task: cur.clone(),
-                seq: cur.seq.get(),
-            },
-        );
+        let w = Waiter {
+            task: cur.clone(),
+            seq: cur.seq.get(),
+        };
+        internal::bookkeeping(|| self.timers.borrow_mut().insert(k, w));
         bump(&self.counters.timer_waits);
         k
     }
@@ -37,7 +35,7 @@ impl Hub {
     /// Removes a timer whose wait ended before it fired.
     #[inline]
     pub(crate) fn disarm_timer(&self, k: TimerKey) {
-        self.timers.borrow_mut().remove(&k);
+        internal::bookkeeping(|| self.timers.borrow_mut().remove(&k));
     }
 
     /// How long the loop may sleep before the next timer is due (None: no
@@ -52,6 +50,10 @@ impl Hub {
 
     /// Wakes the tasks whose timers are due.
     pub(crate) fn fire_timers(&self) {
+        internal::bookkeeping(|| self.fire_timers_now())
+    }
+
+    fn fire_timers_now(&self) {
         let mut timers = self.timers.borrow_mut();
         if timers.is_empty() {
             return;

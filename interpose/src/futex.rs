@@ -57,7 +57,11 @@ impl<T> SpinLock<T> {
     }
 
     /// Runs `f` with the lock held. `f` must not block or switch fibers.
+    /// It may allocate: it runs as greenhook machinery, so an allocator's
+    /// own lock taken meanwhile is the real one (a futex wait of ours from
+    /// in here would spin on this lock for ever).
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        let _machinery = hub::internal::Guard::new();
         while self
             .locked
             .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
