@@ -60,22 +60,34 @@ fn a_fiber_can_own_a_scope_and_scopes_nest() {
     });
 }
 
+/// Runs a scope with a fiber that sleeps, then sets `finished`, and `then`,
+/// which makes the scope panic; returns the panic's message and whether the
+/// sleeper had finished by the time the panic left `scope`.
+fn panicking_scope<'e>(
+    finished: &'e AtomicBool,
+    then: impl for<'s> FnOnce(&'s greenhook::Scope<'s, 'e>),
+) -> (String, bool) {
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        greenhook::scope(|s| {
+            s.spawn(|| {
+                greenhook::sleep(Duration::from_millis(20));
+                finished.store(true, SeqCst);
+            });
+            then(s);
+        })
+    }));
+    (payload(&*r.unwrap_err()), finished.load(SeqCst))
+}
+
 #[test]
 fn an_unjoined_panic_makes_scope_panic_after_every_fiber_finished() {
-    util::within(LIMIT, "root", || {
-        let finished = AtomicBool::new(false);
-        let r = catch_unwind(AssertUnwindSafe(|| {
-            greenhook::scope(|s| {
-                s.spawn(|| panic!("scoped boom"));
-                s.spawn(|| {
-                    greenhook::sleep(Duration::from_millis(20));
-                    finished.store(true, SeqCst);
-                });
-            })
-        }));
-        assert_eq!(payload(&*r.unwrap_err()), "a scoped thread panicked");
-        assert!(finished.load(SeqCst), "scope unwound before its fibers finished");
+    let (msg, finished) = util::within(LIMIT, "root", || {
+        panicking_scope(&AtomicBool::new(false), |s| {
+            s.spawn(|| panic!("scoped boom"));
+        })
     });
+    assert_eq!(msg, "a scoped thread panicked");
+    assert!(finished, "scope unwound before its fibers finished");
 }
 
 #[test]
@@ -88,20 +100,11 @@ fn a_joined_panic_is_the_joiners_to_handle() {
 
 #[test]
 fn a_panic_in_the_scope_closure_waits_for_the_fibers_then_resumes() {
-    util::within(LIMIT, "root", || {
-        let finished = AtomicBool::new(false);
-        let r = catch_unwind(AssertUnwindSafe(|| {
-            greenhook::scope(|s| {
-                s.spawn(|| {
-                    greenhook::sleep(Duration::from_millis(20));
-                    finished.store(true, SeqCst);
-                });
-                panic!("closure boom");
-            })
-        }));
-        assert_eq!(payload(&*r.unwrap_err()), "closure boom");
-        assert!(finished.load(SeqCst));
+    let (msg, finished) = util::within(LIMIT, "root", || {
+        panicking_scope(&AtomicBool::new(false), |_| panic!("closure boom"))
     });
+    assert_eq!(msg, "closure boom");
+    assert!(finished, "scope unwound before its fibers finished");
 }
 
 /// A result that borrows from the scope and touches it when dropped.
