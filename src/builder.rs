@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::scoped::ScopeData;
-use crate::thread::{self, current, os_thread, LazyThread, Thread};
+use crate::thread::{self, current, LazyThread, Thread};
 
 /// The result of joining a fiber: its return value, or `Err` with the
 /// payload of its panic. The same type as `std::thread::Result`.
@@ -95,7 +95,7 @@ impl Builder {
         F: 'static,
         T: 'static,
     {
-        let (fiber, handle) = Packet::shares(None, self.name.as_deref());
+        let (fiber, handle) = Packet::shares(None);
         Ok(JoinHandle(self.launch(fiber_main(f, fiber), handle)?))
     }
 
@@ -132,7 +132,7 @@ impl Builder {
     where
         F: FnOnce() -> T,
     {
-        let (fiber, handle) = Packet::shares(scope, self.name.as_deref());
+        let (fiber, handle) = Packet::shares(scope);
         let main: Box<dyn FnOnce() + '_> = Box::new(fiber_main(f, fiber));
         // SAFETY: only the lifetime changes (same layout). The hub wants a
         // 'static closure because it cannot know when the fiber ends; the
@@ -153,6 +153,7 @@ impl Builder {
         if name.as_deref().is_some_and(|n| n.contains('\0')) {
             panic!("thread name may not contain interior null bytes");
         }
+        let thread_name = name.as_deref().map(Arc::from);
         let opts = hub::Spawn {
             name,
             stack_size,
@@ -165,7 +166,7 @@ impl Builder {
         let p = handle.packet();
         // SAFETY: the fiber's share keeps the packet, and so its handle, until
         // after the fiber unregisters (`FiberShare::let_go`).
-        unsafe { thread::register(task.id(), &p.thread) };
+        unsafe { thread::register(task.id(), &p.thread, thread_name) };
         // SAFETY: the invariant of `task`: we are on its home thread, and the
         // fiber has not run yet.
         unsafe { *p.task.get() = Some(task) };
@@ -214,31 +215,35 @@ impl<T> Drop for MaybeDangling<T> {
     }
 }
 
-/// The fiber has handed its result over and let go of the packet.
+/// The fiber has let go of the packet.
 const FIBER_DONE: usize = 1;
 /// The handle has let go of the packet (dropped unjoined).
 const HANDLE_GONE: usize = 2;
+/// `result` holds a value.
+const HAS_RESULT: usize = 4;
+/// The bits above; the rest of the word is a joiner's address.
+const FLAGS: usize = FIBER_DONE | HANDLE_GONE | HAS_RESULT;
 
 /// A fiber's result, owned by the fiber and its handle together (each
-/// through its share: [`FiberShare`], [`JoinInner`]).
+/// through its share: [`FiberShare`], [`JoinInner`]). Every fiber carries
+/// one, so it is kept small (56 bytes for a `()` result).
 pub(crate) struct Packet<'scope, T> {
-    /// [`FIBER_DONE`] and [`HANDLE_GONE`], or'ed with the address of a
-    /// `Box<Thread>` leaked by a joiner on another OS thread (at least
-    /// 8-aligned, so its low bits are free), which the fiber unparks and
+    /// [`FIBER_DONE`], [`HANDLE_GONE`] and [`HAS_RESULT`], or'ed with the
+    /// address of a `Box<Thread>` leaked by a joiner on another OS thread
+    /// (8-aligned, so its low bits are free), which the fiber unparks and
     /// frees when it lets go.
     state: AtomicUsize,
     /// # Invariant
-    /// Written by the fiber before it sets `FIBER_DONE`, then only by the
-    /// handle (which takes it), or by whichever side frees the packet.
-    result: UnsafeCell<Option<Result<T>>>,
+    /// Initialised when `HAS_RESULT` is set: by the fiber, in the same
+    /// `fetch_or` that sets `FIBER_DONE`; after that only the side that owns
+    /// the packet alone touches it (the joiner, or whoever frees it).
+    result: UnsafeCell<MaybeUninit<Result<T>>>,
     /// The fiber's task while it runs, for joining through the hub.
     ///
     /// # Invariant
-    /// Touched only on the OS thread `home`: set by `launch`, cloned by
-    /// joiners there, taken by the fiber when it lets go.
+    /// Touched only on the fiber's own OS thread: set by `launch`, cloned
+    /// by joiners there, taken by the fiber when it lets go.
     task: UnsafeCell<Option<Rc<hub::Task>>>,
-    /// The fiber's OS thread ([`os_thread`]).
-    home: u64,
     /// The fiber's handle.
     thread: LazyThread,
     /// The scope the fiber belongs to, counted out when the packet is freed.
@@ -248,16 +253,15 @@ pub(crate) struct Packet<'scope, T> {
 
 impl<'scope, T> Packet<'scope, T> {
     /// A packet and the two shares of it.
-    fn shares(scope: Option<Arc<ScopeData>>, name: Option<&str>) -> (FiberShare<'scope, T>, JoinInner<'scope, T>) {
+    fn shares(scope: Option<Arc<ScopeData>>) -> (FiberShare<'scope, T>, JoinInner<'scope, T>) {
         if let Some(s) = &scope {
             s.increment();
         }
         let p = NonNull::from(Box::leak(Box::new(Packet {
             state: AtomicUsize::new(0),
-            result: UnsafeCell::new(None),
+            result: UnsafeCell::new(MaybeUninit::uninit()),
             task: UnsafeCell::new(None),
-            home: os_thread(),
-            thread: LazyThread::new(name),
+            thread: LazyThread::new(),
             scope,
             _scope: PhantomData,
         })));
@@ -275,17 +279,33 @@ impl<'scope, T> Packet<'scope, T> {
     }
 }
 
+impl<'scope, T> Packet<'scope, T> {
+    /// Takes the result out, if there is one.
+    fn take_result(&mut self) -> Option<Result<T>> {
+        let state = self.state.get_mut();
+        if *state & HAS_RESULT == 0 {
+            return None;
+        }
+        *state &= !HAS_RESULT;
+        // SAFETY: the invariant of `result`: HAS_RESULT was set, and `&mut
+        // self` is the packet's one owner; the flag is cleared, so the value
+        // is read out once.
+        Some(unsafe { self.result.get_mut().assume_init_read() })
+    }
+}
+
 impl<T> Drop for Packet<'_, T> {
     fn drop(&mut self) {
-        // Only the home thread may touch an `Rc`; the fiber takes it when it
-        // lets go, so one is left only if it never did (then we leak it).
+        // Only the fiber's thread may touch an `Rc`; the fiber takes it when
+        // it lets go, so one is left only if it never did (then we leak it).
         if let Some(task) = self.task.get_mut().take() {
             std::mem::forget(task);
         }
+        let result = self.take_result();
         // A panic nobody joined makes the scope panic (std's rule).
-        let unhandled_panic = matches!(self.result.get_mut(), Some(Err(_)));
+        let unhandled_panic = matches!(result, Some(Err(_)));
         // The result may borrow from the scope: dropped before it is told.
-        if catch_unwind(AssertUnwindSafe(|| *self.result.get_mut() = None)).is_err() {
+        if catch_unwind(AssertUnwindSafe(|| drop(result))).is_err() {
             eprintln!("greenhook: a fiber's result panicked on drop; aborting");
             std::process::abort();
         }
@@ -307,12 +327,14 @@ impl<T> FiberShare<'_, T> {
     /// Called once, on the fiber's OS thread; the share is not used after.
     unsafe fn let_go(&self, r: Option<Result<T>>) {
         let p = self.0.as_ptr();
+        let mut flags = FIBER_DONE;
         // SAFETY: our share keeps the packet alive until the `fetch_or`
         // below; `result` is ours to write until then (its invariant), and
-        // `task` is touched only here, on its home thread.
+        // `task` is touched only on its own thread, which this is.
         let task = unsafe {
-            if r.is_some() {
-                *(*p).result.get() = r;
+            if let Some(r) = r {
+                (*(*p).result.get()).write(r);
+                flags |= HAS_RESULT;
             }
             (*(*p).task.get()).take()
         };
@@ -321,14 +343,14 @@ impl<T> FiberShare<'_, T> {
         // Release: the result (and everything the fiber did) to whoever sees
         // FIBER_DONE. Acquire: the handle's last use, if it let go first.
         // SAFETY: as above.
-        let prev = unsafe { (*p).state.fetch_or(FIBER_DONE, Ordering::AcqRel) };
+        let prev = unsafe { (*p).state.fetch_or(flags, Ordering::AcqRel) };
         // From here on the handle may free the packet at any time, unless it
         // has let go already: then it is ours to free.
         if prev & HANDLE_GONE != 0 {
             // SAFETY: both have let go, we second; `p` is not used below.
             unsafe { Packet::free(self.0) };
         }
-        let joiner = prev & !(FIBER_DONE | HANDLE_GONE);
+        let joiner = prev & !FLAGS;
         if joiner != 0 {
             // SAFETY: a `Box<Thread>` published by `JoinInner::wait_remote`,
             // which leaves it to us once it is in the word.
@@ -356,7 +378,7 @@ pub(crate) struct JoinInner<'scope, T> {
 // SAFETY: a handle can move to another OS thread with what it owns: the
 // fiber's result, a `T` (hence `T: Send`), and a share of the packet, whose
 // other parts are Send + Sync (`Thread`, the atomic word) or touched only
-// on the fiber's home thread (`task`).
+// on the fiber's own thread (`task`).
 unsafe impl<T: Send> Send for JoinInner<'_, T> {}
 // SAFETY: through `&self` a handle only reads the atomic word and the
 // `Thread` (Send + Sync); the result is reached only by value (`join`).
@@ -379,8 +401,9 @@ impl<T> JoinInner<'_, T> {
     pub(crate) fn join(self) -> Result<T> {
         if !self.is_finished() {
             let p = self.packet();
-            if p.home == os_thread() {
-                // SAFETY: the invariant of `task`: we are on its home thread.
+            if thread::is_registered_here(p.thread.fiber_id()) {
+                // SAFETY: the invariant of `task`: a fiber registered here is
+                // of this OS thread.
                 let task = unsafe { (*p.task.get()).clone() };
                 if let Some(task) = task {
                     hub::join(&task);
@@ -400,9 +423,7 @@ impl<T> JoinInner<'_, T> {
         // the packet again; ours is the other share, so we own it alone.
         let mut packet = unsafe { Box::from_raw(this.packet.as_ptr()) };
         packet
-            .result
-            .get_mut()
-            .take()
+            .take_result()
             .expect("greenhook: a finished fiber left no result")
     }
 
@@ -472,5 +493,15 @@ impl<T> JoinHandle<T> {
 impl<T> fmt::Debug for JoinHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JoinHandle").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every fiber carries a packet: its size is part of a fiber's memory
+    /// (the idle-RSS budget is 4.5 KiB a fiber).
+    #[test]
+    fn a_packet_is_small() {
+        assert_eq!(std::mem::size_of::<super::Packet<'static, ()>>(), 56);
     }
 }

@@ -17,8 +17,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::num::NonZeroU64;
 use std::ptr;
 use std::rc::{Rc, Weak};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::parker::Parker;
 
@@ -145,20 +145,23 @@ fn root_thread() -> Thread {
 }
 
 /// A spawned fiber's handle, made on first use: by [`current`] in the fiber
-/// or by its join handle's `thread()`, whichever comes first.
+/// or by its join handle's `thread()`, whichever comes first (a named
+/// fiber's is made at once, by [`register`]). Two words, since every fiber
+/// carries one.
 pub(crate) struct LazyThread {
-    /// The fiber id, known once the fiber exists (set before anyone can ask).
+    /// The fiber id; 0 until [`register`].
     id: AtomicU64,
-    name: Option<Arc<str>>,
-    thread: OnceLock<Thread>,
+    /// # Invariant
+    /// Null, or from `Box::into_raw`, owned by this cell; it never changes
+    /// once set.
+    thread: AtomicPtr<Thread>,
 }
 
 impl LazyThread {
-    pub(crate) fn new(name: Option<&str>) -> LazyThread {
+    pub(crate) const fn new() -> LazyThread {
         LazyThread {
             id: AtomicU64::new(0),
-            name: name.map(Arc::from),
-            thread: OnceLock::new(),
+            thread: AtomicPtr::new(ptr::null_mut()),
         }
     }
 
@@ -169,8 +172,41 @@ impl LazyThread {
 
     /// The handle. Only once the fiber exists ([`register`]).
     pub(crate) fn get(&self) -> &Thread {
-        self.thread
-            .get_or_init(|| Thread::new(ThreadId::of_fiber(self.fiber_id()), self.name.clone()))
+        let p = self.thread.load(Ordering::Acquire);
+        if p.is_null() {
+            return self.make(None);
+        }
+        // SAFETY: the invariant: set once, owned by `self`.
+        unsafe { &*p }
+    }
+
+    #[cold]
+    fn make(&self, name: Option<Arc<str>>) -> &Thread {
+        let t = Thread::new(ThreadId::of_fiber(self.fiber_id()), name);
+        let new = Box::into_raw(Box::new(t));
+        match self
+            .thread
+            .compare_exchange(ptr::null_mut(), new, Ordering::AcqRel, Ordering::Acquire)
+        {
+            // SAFETY: ours, now owned by `self` (the invariant).
+            Ok(_) => unsafe { &*new },
+            Err(first) => {
+                // SAFETY: not published: still ours.
+                drop(unsafe { Box::from_raw(new) });
+                // SAFETY: the invariant: set once, owned by `self`.
+                unsafe { &*first }
+            }
+        }
+    }
+}
+
+impl Drop for LazyThread {
+    fn drop(&mut self) {
+        let p = *self.thread.get_mut();
+        if !p.is_null() {
+            // SAFETY: the invariant: ours to free.
+            drop(unsafe { Box::from_raw(p) });
+        }
     }
 }
 
@@ -188,15 +224,27 @@ pub(crate) fn os_thread() -> u64 {
 }
 
 /// Records fiber `id`, just spawned on this thread's hub, whose handle
-/// `lazy` is, so that [`current`] inside the fiber finds it.
+/// `lazy` is, so that [`current`] inside the fiber finds it; a named fiber's
+/// handle is made now, with its name.
 ///
 /// # Safety
 /// `lazy` stays valid until the fiber calls [`unregister`] (or forever, if
 /// the fiber never gets that far).
-pub(crate) unsafe fn register(id: u64, lazy: &LazyThread) {
+pub(crate) unsafe fn register(id: u64, lazy: &LazyThread, name: Option<Arc<str>>) {
     lazy.id.store(id, Ordering::Relaxed);
+    if name.is_some() {
+        lazy.make(name);
+    }
     // A thread whose registry is gone is exiting: its fibers never run again.
     let _ = REGISTRY.try_with(|r| r.borrow_mut().spawned.insert(id, lazy));
+}
+
+/// Whether fiber `id` is registered on this OS thread: spawned here and
+/// still running its closure (ids are unique in the process).
+pub(crate) fn is_registered_here(id: u64) -> bool {
+    REGISTRY
+        .try_with(|r| r.borrow().spawned.get(id).is_some())
+        .unwrap_or(false)
 }
 
 /// Forgets fiber `id` (the caller): called as its closure ends, before its
