@@ -51,8 +51,9 @@
 //!   [`JoinHandle`] may go to other threads, to unpark or join it.
 //!
 //! ## Differences from `std::thread`
-//! Code that compiles against std compiles against greenhook; where
-//! greenhook differs, it accepts more or means something else:
+//! Code that compiles against std's stable `std::thread` compiles against
+//! greenhook (the types have std's auto traits too); where greenhook
+//! differs, it accepts more or means something else:
 //! - [`spawn`], [`Builder::spawn`], [`Scope::spawn`] do not require `Send`:
 //!   the closure and its result never leave the OS thread. A
 //!   [`JoinHandle`] is `Send` and `Sync` when the result is `Send` (always,

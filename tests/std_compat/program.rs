@@ -1,8 +1,9 @@
 // A small program written for `std::thread`, compiled twice by
 // tests/std_compat.rs: into a module that says `use std::thread;` and into
 // one that says `use greenhook as thread;`. It names every stable item of
-// std::thread's API with its exact signature and uses each one, logging what
-// it sees; both builds must log the same lines. (It leaves out only what
+// std::thread's API with its exact signature (and the auto traits std's
+// types have) and uses each one, logging what it sees; both builds must log
+// the same lines. (It leaves out only what
 // cannot agree: thread-local values in spawned threads, which fibers share.)
 
 use std::cell::Cell;
@@ -47,6 +48,9 @@ fn signatures() {
     send_sync::<thread::ThreadId>();
     send_sync::<thread::JoinHandle<u8>>();
     send_sync::<thread::AccessError>();
+    unwind_safe::<thread::Thread>();
+    unwind_safe::<thread::ThreadId>();
+    unwind_safe::<thread::Builder>();
     clone_debug::<thread::Thread>();
     clone_debug::<thread::ThreadId>();
     key::<thread::ThreadId>();
@@ -67,10 +71,13 @@ fn scoped_signatures<'scope, 'env>(_: &'scope thread::Scope<'scope, 'env>) {
         thread::ScopedJoinHandle::thread;
     let _: fn(&thread::ScopedJoinHandle<'scope, u8>) -> bool = thread::ScopedJoinHandle::is_finished;
     send_sync::<thread::Scope<'scope, 'env>>();
+    ref_unwind_safe::<thread::Scope<'scope, 'env>>();
     send_sync::<thread::ScopedJoinHandle<'scope, u8>>();
 }
 
 fn send_sync<T: Send + Sync>() {}
+fn unwind_safe<T: std::panic::UnwindSafe + std::panic::RefUnwindSafe>() {}
+fn ref_unwind_safe<T: std::panic::RefUnwindSafe>() {}
 fn clone_debug<T: Clone + std::fmt::Debug>() {}
 fn key<T: Copy + Eq + std::hash::Hash>() {}
 
