@@ -28,7 +28,7 @@ fn main() {
     greenhook::monkey::patch_all();
     let t0 = Instant::now();
     let ticker = greenhook::Builder::new()
-        .name("ticker")
+        .name("ticker".into())
         .spawn(move || {
             let mut worst = Duration::ZERO;
             for _ in 0..15 {
@@ -41,7 +41,7 @@ fn main() {
         })
         .unwrap();
     let cruncher = greenhook::Builder::new()
-        .name("cruncher")
+        .name("cruncher".into())
         .spawn(|| {
             std::thread::sleep(Duration::from_millis(250));
             crunch(Duration::from_secs(1))

@@ -6,16 +6,19 @@
 //! Python. `libgreenhook.so`, loaded with `LD_PRELOAD`, does the same for
 //! unmodified C programs (see the README).
 //!
-//! The Rust API mirrors `std::thread`:
+//! The Rust API has `std::thread`'s signatures, so code written for std
+//! compiles unchanged with `use greenhook as thread;`, and its threads
+//! become fibers:
 //!
 //! ```
+//! use greenhook as thread; // instead of `use std::thread;`
 //! use std::time::{Duration, Instant};
 //!
 //! let t0 = Instant::now();
 //! let handles: Vec<_> = (0..3)
 //!     .map(|i| {
-//!         greenhook::spawn(move || {
-//!             greenhook::sleep(Duration::from_millis(100));
+//!         thread::spawn(move || {
+//!             thread::sleep(Duration::from_millis(100));
 //!             i * 10
 //!         })
 //!     })
@@ -27,166 +30,115 @@
 //! ```
 //!
 //! Calling these from `main` (the root context) works: the root runs the
-//! hub's loop while it waits.
+//! hub's loop while it waits. [`scope`] spawns fibers that borrow from the
+//! caller's stack; [`park`] and [`Thread::unpark`] work between fibers and
+//! across OS threads.
 //!
 //! ## Caveats
 //! - **N:1.** All fibers of a thread share one core. A fiber that computes
 //!   without blocking stalls every other fiber: there is no preemption.
 //! - **Only hooked calls yield.** A blocking call the hub does not know
 //!   (a raw `syscall`, a C library doing its own I/O) blocks the whole hub.
+//! - **Fibers run while their thread waits.** A fiber runs when the running
+//!   context joins, sleeps, parks, yields or blocks in a hooked call; one
+//!   that nobody waits for may never run (an OS thread that ends leaves its
+//!   fibers suspended for good).
 //! - **Thread-locals are per OS thread**, shared by all its fibers.
 //! - **Fixed stacks** (default 256 KiB of address space, one page touched
 //!   when idle; `GREENHOOK_STACK_SIZE` or [`Builder::stack_size`]). An
 //!   overflow is reported by name and aborts.
-//! - Handles are `!Send`: a fiber lives on the OS thread that spawned it.
+//! - A fiber lives on the OS thread that spawned it; its [`Thread`] and
+//!   [`JoinHandle`] may go to other threads, to unpark or join it.
+//!
+//! ## Differences from `std::thread`
+//! Code that compiles against std's stable `std::thread` compiles against
+//! greenhook (the types have std's auto traits too); where greenhook
+//! differs, it accepts more or means something else:
+//! - [`spawn`], [`Builder::spawn`], [`Scope::spawn`] do not require `Send`:
+//!   the closure and its result never leave the OS thread. A
+//!   [`JoinHandle`] is `Send` and `Sync` when the result is `Send` (always,
+//!   for code written for std).
+//! - [`park`] uses greenhook's token, one per fiber; `std::thread::park` is
+//!   the OS thread's, shared by all its fibers.
+//! - [`LocalKey`] is std's, re-exported; [`panicking`] is std's and tells
+//!   about the OS thread, as do the thread names in std's panic messages.
+//! - [`available_parallelism`] is the machine's, as std says: not how many
+//!   fibers run at once (one).
+//! - [`ThreadId`]s of fibers are their fiber ids (as in greenhook's
+//!   reports); a root context's prints as `ThreadId(root N)`.
+//! - [`sleep_until`] is offered, though std's is still unstable; std's
+//!   `JoinHandleExt` (a `pthread_t`) has no counterpart: a fiber has none.
 
-use std::cell::RefCell;
-use std::fmt;
-use std::marker::PhantomData;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::rc::Rc;
-use std::time::Duration;
+mod builder;
+mod parker;
+mod scoped;
+mod thread;
 
+use std::num::NonZeroUsize;
+use std::time::{Duration, Instant};
+
+pub use builder::{spawn, Builder, JoinHandle, Result};
 pub use fiber::DEFAULT_STACK_SIZE;
 pub use hub::Stats;
+#[allow(deprecated)]
+pub use parker::park_timeout_ms;
+pub use parker::{park, park_timeout};
+pub use scoped::{scope, Scope, ScopedJoinHandle};
+/// std's thread-local keys, re-exported so that code naming
+/// `thread::LocalKey` compiles. They are **per OS thread**: all fibers of a
+/// thread share one value.
+pub use std::thread::{AccessError, LocalKey};
+pub use thread::{current, Thread, ThreadId};
 
-/// Spawns a fiber running `f` and returns a handle to join it.
-///
-/// Like `std::thread::spawn`, but the fiber runs on this thread's hub. It
-/// starts running when the caller next blocks, sleeps or yields.
-///
-/// # Panics
-/// If the fiber cannot be created (no memory for its stack); use
-/// [`Builder::spawn`] to handle that as an error.
-pub fn spawn<F, T>(f: F) -> JoinHandle<T>
-where
-    F: FnOnce() -> T + 'static,
-    T: 'static,
-{
-    Builder::new().spawn(f).expect("greenhook: failed to spawn a fiber")
-}
-
-/// Fiber factory, mirroring `std::thread::Builder`.
-#[derive(Debug, Default)]
-pub struct Builder {
-    opts: hub::Spawn,
-}
-
-impl Builder {
-    /// A builder with the default name (none) and stack size.
-    pub fn new() -> Builder {
-        Builder::default()
-    }
-
-    /// Names the fiber (shown in stall, deadlock and overflow reports).
-    pub fn name(mut self, name: impl Into<String>) -> Builder {
-        self.opts.name = Some(name.into());
-        self
-    }
-
-    /// Sets the usable stack size in bytes (rounded up to whole pages, at
-    /// least 16 KiB).
-    pub fn stack_size(mut self, size: usize) -> Builder {
-        self.opts.stack_size = Some(size);
-        self
-    }
-
-    /// Spawns the fiber.
-    ///
-    /// # Errors
-    /// When no stack can be had (address space or memory exhausted).
-    pub fn spawn<F, T>(self, f: F) -> std::io::Result<JoinHandle<T>>
-    where
-        F: FnOnce() -> T + 'static,
-        T: 'static,
-    {
-        let packet: Rc<RefCell<Option<std::thread::Result<T>>>> = Rc::new(RefCell::new(None));
-        let p2 = packet.clone();
-        let task = hub::spawn(self.opts, move || {
-            let r = catch_unwind(AssertUnwindSafe(f));
-            *p2.borrow_mut() = Some(r);
-        })?;
-        Ok(JoinHandle { task, packet })
-    }
-}
-
-/// An owned permission to join a fiber (block until it finishes).
-pub struct JoinHandle<T> {
-    task: Rc<hub::Task>,
-    packet: Rc<RefCell<Option<std::thread::Result<T>>>>,
-}
-
-impl<T> JoinHandle<T> {
-    /// Waits for the fiber to finish and returns its result: `Err` with the
-    /// panic payload if it panicked, like `std::thread::JoinHandle::join`.
-    pub fn join(self) -> std::thread::Result<T> {
-        hub::join(&self.task);
-        self.packet
-            .borrow_mut()
-            .take()
-            .expect("greenhook: a finished fiber left no result")
-    }
-
-    /// Whether the fiber has finished.
-    pub fn is_finished(&self) -> bool {
-        self.task.is_finished()
-    }
-
-    /// The fiber's identity.
-    pub fn fiber(&self) -> Fiber {
-        Fiber::of(&self.task)
-    }
-}
-
-impl<T> fmt::Debug for JoinHandle<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JoinHandle").field("fiber", &self.fiber()).finish()
-    }
-}
-
-/// A fiber's identity: its id and name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Fiber {
-    id: u64,
-    name: Option<String>,
-    _not_send: PhantomData<Rc<()>>,
-}
-
-impl Fiber {
-    fn of(t: &hub::Task) -> Fiber {
-        Fiber {
-            id: t.id(),
-            name: t.name().map(str::to_owned),
-            _not_send: PhantomData,
-        }
-    }
-
-    /// Process-unique id; 0 is the thread's root context (e.g. `main`).
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
-    /// The name given to [`Builder::name`], if any.
-    pub fn name(&self) -> Option<&str> {
-        self.name.as_deref()
-    }
-}
-
-/// The fiber running now (id 0 when called outside any fiber).
-pub fn current() -> Fiber {
-    Fiber::of(&hub::current())
-}
-
-/// Puts the current fiber (or the root, running the others meanwhile) to
-/// sleep for at least `dur`.
+/// Puts the current fiber to sleep for at least `dur`, like
+/// `std::thread::sleep`; the root context runs the other fibers meanwhile.
+/// It never returns early.
 pub fn sleep(dur: Duration) {
-    hub::sleep(dur)
+    match Instant::now().checked_add(dur) {
+        Some(deadline) => sleep_until(deadline),
+        None => loop {
+            hub::sleep_forever()
+        },
+    }
 }
 
-/// Lets every other runnable fiber run once.
+/// Sleeps until `deadline` (never earlier), like std's unstable
+/// `std::thread::sleep_until`.
+pub fn sleep_until(deadline: Instant) {
+    // An interrupted sleep (a signal under the preload) sleeps on, as
+    // std's does after EINTR.
+    while !hub::sleep_interruptible(deadline) {}
+}
+
+/// Uses [`sleep`]; mirrors std's deprecated function.
+#[deprecated(since = "0.1.0", note = "replaced by `greenhook::sleep`")]
+pub fn sleep_ms(ms: u32) {
+    sleep(Duration::from_millis(u64::from(ms)))
+}
+
+/// Lets every other runnable fiber run once, like `std::thread::yield_now`.
 #[inline]
 pub fn yield_now() {
     hub::yield_now()
+}
+
+/// Whether the calling OS thread is unwinding from a panic: std's own
+/// `std::thread::panicking`, which knows threads, not fibers. A fiber that
+/// switches away while unwinding (a destructor that sleeps or joins) makes
+/// it true in the fibers that run meanwhile.
+#[inline]
+pub fn panicking() -> bool {
+    std::thread::panicking()
+}
+
+/// The machine's parallelism as std reports it
+/// (`std::thread::available_parallelism`): what the process may use. The
+/// fibers of one hub never run in parallel, whatever this says.
+///
+/// # Errors
+/// As std's.
+pub fn available_parallelism() -> std::io::Result<NonZeroUsize> {
+    std::thread::available_parallelism()
 }
 
 /// This thread's scheduler counters.

@@ -11,7 +11,7 @@ fn join_returns_the_value() {
 #[test]
 fn a_panic_is_returned_to_the_joiner() {
     let h = greenhook::Builder::new()
-        .name("boom")
+        .name("boom".into())
         .spawn(|| -> u32 { panic!("kaboom {}", 7) })
         .unwrap();
     let err = h.join().unwrap_err();
@@ -43,20 +43,47 @@ fn nested_spawns_join_from_fibers() {
 
 #[test]
 fn names_and_ids() {
-    assert_eq!(greenhook::current().id(), 0);
+    let root = greenhook::current();
+    assert_eq!(root.id(), greenhook::current().id());
+    // The root context is the OS thread: it has the thread's std name.
+    assert_eq!(root.name(), std::thread::current().name());
+    assert!(format!("{:?}", root.id()).starts_with("ThreadId(root "));
     let h = greenhook::Builder::new()
-        .name("worker")
+        .name("worker".into())
         .stack_size(64 * 1024)
         .spawn(|| {
             let me = greenhook::current();
             (me.id(), me.name().map(str::to_owned))
         })
         .unwrap();
-    let id = h.fiber().id();
+    let id = h.thread().id();
+    assert_eq!(h.thread().name(), Some("worker"));
     let (inner_id, name) = h.join().unwrap();
     assert_eq!(inner_id, id);
-    assert_ne!(id, 0);
+    assert_ne!(id, root.id());
     assert_eq!(name.as_deref(), Some("worker"));
+    let unnamed = greenhook::spawn(|| greenhook::current().name().map(str::to_owned));
+    assert_eq!(unnamed.thread().name(), None);
+    assert_eq!(unnamed.join().unwrap(), None);
+}
+
+#[test]
+fn root_ids_differ_between_os_threads() {
+    let here = greenhook::current().id();
+    let there = std::thread::spawn(|| greenhook::current().id()).join().unwrap();
+    assert_ne!(here, there);
+    let fiber = greenhook::spawn(|| greenhook::current().id()).join().unwrap();
+    assert_ne!(fiber, here);
+}
+
+#[test]
+fn a_nul_in_the_name_panics_as_in_std() {
+    let r = std::panic::catch_unwind(|| greenhook::Builder::new().name("a\0b".into()).spawn(|| ()));
+    let err = r.unwrap_err();
+    assert_eq!(
+        err.downcast_ref::<&str>(),
+        Some(&"thread name may not contain interior null bytes")
+    );
 }
 
 #[test]

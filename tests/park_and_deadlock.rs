@@ -61,7 +61,7 @@ fn interrupt_wakes_a_sleeper() {
 fn deadlock_is_reported_with_a_distinct_status() {
     if std::env::var_os("GREENHOOK_TEST_DEADLOCK_CHILD").is_some() {
         let h = greenhook::Builder::new()
-            .name("stuck")
+            .name("stuck".into())
             .spawn(|| {
                 hub::park(0xdead, None, || true);
             })

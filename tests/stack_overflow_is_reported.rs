@@ -23,7 +23,7 @@ fn child(test: &str) -> std::process::Output {
 fn overflow_names_the_fiber() {
     if std::env::var_os("GREENHOOK_TEST_CHILD").is_some() {
         let h = greenhook::Builder::new()
-            .name("deep")
+            .name("deep".into())
             .stack_size(64 * 1024)
             .spawn(|| recurse(1_000_000))
             .unwrap();
@@ -44,14 +44,14 @@ fn overflow_names_the_fiber() {
 fn overflow_in_a_handed_over_fiber_names_it() {
     if std::env::var_os("GREENHOOK_TEST_CHILD").is_some() {
         let partner = greenhook::Builder::new()
-            .name("partner")
+            .name("partner".into())
             .stack_size(256 * 1024)
             .spawn(|| loop {
                 greenhook::yield_now();
             })
             .unwrap();
         let h = greenhook::Builder::new()
-            .name("deep")
+            .name("deep".into())
             .stack_size(64 * 1024)
             .spawn(|| {
                 for _ in 0..10 {

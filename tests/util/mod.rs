@@ -8,6 +8,8 @@
 //! [`time_ms`] and [`named_time_ms`] parse, and the report of their ticker
 //! thread (`tests/c/ticker.h`), which [`ticker`] parses.
 //!
+//! [`within`] gives an in-process test the same guarantee: a hard timeout.
+//!
 //! Use from an integration test with `mod util;` (from a member crate's
 //! tests: `#[path = "../../tests/util/mod.rs"] mod util;`). Only `std` is used.
 //!
@@ -568,4 +570,22 @@ pub fn line_diff(a: &str, b: &str) -> String {
         out.push_str("  ...\n");
     }
     out
+}
+
+/// Runs `f` on a fresh OS thread named `name` and returns its result,
+/// re-raising its panic; fails the test if `f` has not returned after
+/// `timeout` (the thread is left behind): a hang never hangs the test suite.
+pub fn within<T: Send + 'static>(timeout: Duration, name: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            let _ = tx.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
+        })
+        .expect("spawn a test thread");
+    match rx.recv_timeout(timeout) {
+        Ok(Ok(v)) => v,
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        Err(_) => panic!("{name}: no result after {timeout:?}: it hangs"),
+    }
 }
