@@ -76,8 +76,10 @@ pub struct Task {
     /// next suspension.
     pub(crate) exiting: Cell<bool>,
     /// Opaque per-task word for the layer above (the interposer keeps its
-    /// pthread record here).
+    /// pthread handle here).
     user: Cell<usize>,
+    /// CPU time charged to this fiber, in nanoseconds ([`cputime`](crate::cputime)).
+    pub(crate) cpu: Cell<u64>,
 }
 
 impl Task {
@@ -93,6 +95,7 @@ impl Task {
             detached: Cell::new(false),
             exiting: Cell::new(false),
             user: Cell::new(0),
+            cpu: Cell::new(0),
         }
     }
 

@@ -173,6 +173,17 @@ pub(crate) fn cancel_point() {
     }
 }
 
+/// Where a fiber resumes from a suspension that is not a cancellation
+/// point (`sched_yield`): ends it if an asynchronous `pthread_cancel` is
+/// pending and enabled (see `thread::cancel`).
+#[inline]
+pub(crate) fn async_cancel_point() {
+    #[cfg(greenhook_linux_hooks)]
+    if thread::cancel::any_pending() {
+        thread::cancel::async_point()
+    }
+}
+
 /// Runs a blocking libc call on the hub's offload pool while the caller
 /// waits, and carries the worker's errno back (set last, as every hook
 /// does). The call may borrow the caller's memory: offload does not return

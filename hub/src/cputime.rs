@@ -1,0 +1,160 @@
+//! CPU time per fiber, for thread CPU-time clocks ([`cpu_time`]).
+//!
+//! A fiber's CPU time is the time it was the running task: measured on
+//! the monotonic clock at each switch into and out of it. The root's is
+//! the OS thread's own CPU clock less everything charged to fibers, so
+//! time the root spends blocked in the kernel (an idle poll, a real
+//! `nanosleep`) is not counted, as for a real thread.
+//!
+//! Accounting is off until the first question ([`cpu_time`]): a yield
+//! pays nothing for it until then. From then on every switch reads the
+//! monotonic clock twice (a vDSO call each on Linux) and yields go through
+//! the root (the direct hand-over between two fibers keeps no clock, see
+//! [`handover`](crate::handover)), so fibers' clocks count from the first
+//! question on: whatever they ran before counts as the root's. A fiber
+//! blocked in a system call no hook turned into a wait (so still the
+//! running task) is charged for the wait.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+use crate::{Hub, Task, CURRENT};
+
+/// The hub's accounting state.
+#[derive(Default)]
+pub(crate) struct Clocks {
+    /// Accounting is on (see the module docs).
+    pub(crate) on: Cell<bool>,
+    /// When the running fiber was resumed, in [`now_ns`] nanoseconds.
+    mark: Cell<u64>,
+    /// Everything charged to fibers so far.
+    fibers: Cell<u64>,
+    /// The root's last answer: its clock never goes back.
+    root_last: Cell<u64>,
+}
+
+/// The monotonic clock in nanoseconds, without going through libc (whose
+/// `clock_gettime` the interposer hooks).
+#[cfg(target_os = "linux")]
+fn now_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+#[cfg(not(target_os = "linux"))]
+fn now_ns() -> u64 {
+    use std::sync::OnceLock;
+    use std::time::Instant;
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    BASE.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// The OS thread's own CPU time in nanoseconds.
+#[cfg(target_os = "linux")]
+fn thread_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+#[cfg(not(target_os = "linux"))]
+fn thread_ns() -> u64 {
+    // SAFETY: a zeroed timespec is a valid out buffer.
+    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid clock id and out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+impl Hub {
+    /// A fiber is about to be resumed (accounting on).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn cpu_resuming(&self) {
+        self.cpu.mark.set(now_ns());
+    }
+
+    /// `t` just suspended (accounting on): charge it since its resumption.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn cpu_suspended(&self, t: &Task) {
+        let d = now_ns().saturating_sub(self.cpu.mark.get());
+        t.cpu.set(t.cpu.get() + d);
+        self.cpu.fibers.set(self.cpu.fibers.get() + d);
+    }
+
+    /// Turns accounting on. A fiber running now counts from here; no more
+    /// direct hand-overs (they keep no clock).
+    fn cpu_enable(&self) {
+        if self.cpu.on.replace(true) {
+            return;
+        }
+        self.cpu.mark.set(now_ns());
+        self.direct_budget.set(0);
+        self.direct_left.set(0);
+    }
+}
+
+/// The CPU time `task` has used (see the module docs), turning accounting
+/// on if it was off. `task` is a task of this thread's hub.
+pub fn cpu_time(task: &Task) -> Duration {
+    let hub = Hub::get();
+    hub.cpu_enable();
+    let running = std::ptr::eq(CURRENT.with(|c| c.get()), task);
+    let c = &hub.cpu;
+    let ns = if task.is_root() {
+        // The running fiber's share since it was resumed is not charged yet.
+        let unaccounted = if CURRENT.with(|c| c.get()).is_null() {
+            0
+        } else {
+            now_ns().saturating_sub(c.mark.get())
+        };
+        let own = thread_ns().saturating_sub(c.fibers.get() + unaccounted);
+        let ns = own.max(c.root_last.get());
+        c.root_last.set(ns);
+        ns
+    } else if running {
+        task.cpu.get() + now_ns().saturating_sub(c.mark.get())
+    } else {
+        task.cpu.get()
+    };
+    Duration::from_nanos(ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    /// Spins until `d` of wall time has passed.
+    fn spin(d: Duration) {
+        let t0 = Instant::now();
+        while t0.elapsed() < d {}
+    }
+
+    #[test]
+    fn each_fiber_counts_its_own_time_and_sleeps_do_not_count() {
+        let root0 = crate::cpu_time(&crate::current());
+        let busy = crate::spawn(crate::Spawn::default(), || {
+            let me = crate::current();
+            let t0 = crate::cpu_time(&me);
+            for _ in 0..10 {
+                spin(Duration::from_millis(5));
+                crate::yield_now();
+            }
+            let used = crate::cpu_time(&me) - t0;
+            assert!(used >= Duration::from_millis(45), "{used:?}");
+        })
+        .unwrap();
+        let sleeper = crate::spawn(crate::Spawn::default(), || {
+            crate::sleep(Duration::from_millis(60));
+        })
+        .unwrap();
+        crate::join(&busy);
+        crate::join(&sleeper);
+        assert!(crate::cpu_time(&busy) >= Duration::from_millis(45));
+        let slept = crate::cpu_time(&sleeper);
+        assert!(slept < Duration::from_millis(20), "{slept:?}");
+        // The root's clock does not count what the busy fiber used.
+        let root = crate::cpu_time(&crate::current()) - root0;
+        assert!(root < Duration::from_millis(30), "{root:?}");
+    }
+}
