@@ -7,17 +7,23 @@
 //! `nanosleep`) is not counted, as for a real thread.
 //!
 //! Accounting is off until the first question ([`cpu_time`]): a yield
-//! pays nothing for it until then. From then on every switch reads the
-//! monotonic clock twice (a vDSO call each on Linux) and yields go through
-//! the root (the direct hand-over between two fibers keeps no clock, see
-//! [`handover`](crate::handover)), so fibers' clocks count from the first
-//! question on: whatever they ran before counts as the root's. A fiber
-//! blocked in a system call no hook turned into a wait (so still the
-//! running task) is charged for the wait.
+//! pays nothing for it until then (the inlined hand-over between two
+//! fibers, see [`handover`](crate::handover), keeps no clock and is then
+//! simply not used). From then on every switch reads the monotonic clock
+//! (a vDSO call on Linux, ~30 ns here): a yield round trip between two
+//! fibers takes an out-of-line hand-over with two reads, and a trip
+//! through the root two reads per fiber run. Fibers' clocks count from the
+//! first question on: whatever they ran before counts as the root's. It
+//! is wall time while the fiber runs: a fiber blocked in a system call no
+//! hook turned into a wait (so still the running task), or whose OS thread
+//! the kernel has descheduled, is charged for it.
 
 use std::cell::Cell;
 use std::time::Duration;
 
+use std::rc::Rc;
+
+use crate::handover::DIRECT_BUDGET;
 use crate::{Hub, Task, CURRENT};
 
 /// The hub's accounting state.
@@ -31,6 +37,9 @@ pub(crate) struct Clocks {
     fibers: Cell<u64>,
     /// The root's last answer: its clock never goes back.
     root_last: Cell<u64>,
+    /// Accounted hand-overs left before a yield goes through the root
+    /// ([`Hub::cpu_hand_over`]).
+    direct_left: Cell<u32>,
 }
 
 /// The monotonic clock in nanoseconds, without going through libc (whose
@@ -77,9 +86,43 @@ impl Hub {
     #[cold]
     #[inline(never)]
     pub(crate) fn cpu_suspended(&self, t: &Task) {
-        let d = now_ns().saturating_sub(self.cpu.mark.get());
+        self.cpu_switch(t);
+    }
+
+    /// `t` stops running and another task starts: one clock read.
+    fn cpu_switch(&self, t: &Task) {
+        let now = now_ns();
+        let d = now.saturating_sub(self.cpu.mark.replace(now));
         t.cpu.set(t.cpu.get() + d);
         self.cpu.fibers.set(self.cpu.fibers.get() + d);
+    }
+
+    /// The direct hand-over of a yield from the running fiber `me` (see
+    /// [`handover`](crate::handover)), with the clock kept: the inlined one
+    /// keeps none, so once accounting is on its budget is 0 and yields come
+    /// here, out of line. Returns whether it handed over (else the yield
+    /// goes through the root, which renews the budget).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn cpu_hand_over(&self, me: *const Task) -> bool {
+        let left = self.cpu.direct_left.get();
+        let Some(next) = self.runq.sole().filter(|_| left > 0) else {
+            self.cpu.direct_left.set(DIRECT_BUDGET);
+            return false;
+        };
+        self.cpu.direct_left.set(left - 1);
+        // SAFETY: `next` is the run queue's front entry, which holds a
+        // strong reference; one more keeps it alive should it end (and be
+        // dropped) while it runs.
+        let next = unsafe {
+            Rc::increment_strong_count(next);
+            Rc::from_raw(next)
+        };
+        // SAFETY: `me` is the running task (CURRENT).
+        self.cpu_switch(unsafe { &*me });
+        self.hand_over(me, Rc::as_ptr(&next));
+        self.cpu_switch(&next);
+        true
     }
 
     /// Turns accounting on. A fiber running now counts from here; no more
@@ -89,6 +132,7 @@ impl Hub {
             return;
         }
         self.cpu.mark.set(now_ns());
+        self.cpu.direct_left.set(DIRECT_BUDGET);
         self.direct_budget.set(0);
         self.direct_left.set(0);
     }

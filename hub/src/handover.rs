@@ -76,6 +76,9 @@ fn yield_slow() {
     if !p.is_null() {
         let hub = Hub::get();
         debug_assert_eq!(hub.handing_over.get(), Handover::Idle);
+        if hub.cpu.on.get() && hub.cpu_hand_over(p) {
+            return;
+        }
         // Only a yield that really reaches the root renews the budget.
         hub.direct_left.set(hub.direct_budget.get());
         // The normal path: switch to the root, which requeues the reference
