@@ -42,37 +42,50 @@ pub(crate) struct Clocks {
     direct_left: Cell<u32>,
 }
 
-/// The monotonic clock in nanoseconds, without going through libc (whose
-/// `clock_gettime` the interposer hooks).
+/// The two clocks accounting reads, in nanoseconds. On Linux not through
+/// libc, whose `clock_gettime` the interposer hooks (rustix calls the vDSO).
 #[cfg(target_os = "linux")]
-fn now_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+mod clock {
+    use rustix::time::{clock_gettime, ClockId};
+
+    fn ns(c: ClockId) -> u64 {
+        let t = clock_gettime(c);
+        t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+    }
+
+    /// The monotonic clock.
+    pub(super) fn now_ns() -> u64 {
+        ns(ClockId::Monotonic)
+    }
+
+    /// The OS thread's own CPU time.
+    pub(super) fn thread_ns() -> u64 {
+        ns(ClockId::ThreadCPUTime)
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn now_ns() -> u64 {
-    use std::sync::OnceLock;
-    use std::time::Instant;
-    static BASE: OnceLock<Instant> = OnceLock::new();
-    BASE.get_or_init(Instant::now).elapsed().as_nanos() as u64
+mod clock {
+    fn ns(c: libc::clockid_t) -> u64 {
+        // SAFETY: a zeroed timespec is a valid out buffer.
+        let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid clock id and out pointer.
+        unsafe { libc::clock_gettime(c, &mut t) };
+        t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+    }
+
+    /// The monotonic clock.
+    pub(super) fn now_ns() -> u64 {
+        ns(libc::CLOCK_MONOTONIC)
+    }
+
+    /// The OS thread's own CPU time.
+    pub(super) fn thread_ns() -> u64 {
+        ns(libc::CLOCK_THREAD_CPUTIME_ID)
+    }
 }
 
-/// The OS thread's own CPU time in nanoseconds.
-#[cfg(target_os = "linux")]
-fn thread_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-}
-
-#[cfg(not(target_os = "linux"))]
-fn thread_ns() -> u64 {
-    // SAFETY: a zeroed timespec is a valid out buffer.
-    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid clock id and out pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-}
+use clock::{now_ns, thread_ns};
 
 impl Hub {
     /// A fiber is about to be resumed (accounting on).
@@ -101,10 +114,14 @@ impl Hub {
     /// [`handover`](crate::handover)), with the clock kept: the inlined one
     /// keeps none, so once accounting is on its budget is 0 and yields come
     /// here, out of line. Returns whether it handed over (else the yield
-    /// goes through the root, which renews the budget).
+    /// goes through the root, which renews the budget). Never under the
+    /// stall monitor, which wants every yield through the root.
     #[cold]
     #[inline(never)]
     pub(crate) fn cpu_hand_over(&self, me: *const Task) -> bool {
+        if self.beat.is_some() {
+            return false;
+        }
         let left = self.cpu.direct_left.get();
         let Some(next) = self.runq.sole().filter(|_| left > 0) else {
             self.cpu.direct_left.set(DIRECT_BUDGET);

@@ -437,10 +437,10 @@ fn set_current_mask(m: u64) {
 /// the calling context, gets a copy of the caller's if it has one of its
 /// own; otherwise both have the root's (see [`set_current_mask`]).
 pub(crate) fn inherit_mask(child: &hub::Task) {
-    let cur = hub::current();
-    if cur.is_root() {
+    if !hub::in_fiber() {
         return;
     }
+    let cur = hub::current();
     MASKS.with(|x| {
         let mut x = x.borrow_mut();
         if let Some(&m) = x.get(&cur.id()) {
@@ -453,9 +453,16 @@ pub(crate) fn inherit_mask(child: &hub::Task) {
 /// unblocked a signal the root blocks, the real mask is recomputed (the
 /// signal may now be blocked by every context left).
 pub(crate) fn forget_mask(t: &hub::Task) {
-    let Some(m) = MASKS.with(|x| x.borrow_mut().remove(&t.id())) else {
-        return;
-    };
+    let removed = MASKS.with(|x| {
+        let mut x = x.borrow_mut();
+        // Most programs never set a mask: no hashing at every thread's end.
+        if x.is_empty() {
+            None
+        } else {
+            x.remove(&t.id())
+        }
+    });
+    let Some(m) = removed else { return };
     let root = root_mask();
     if m & root != root {
         apply_real_mask();

@@ -287,8 +287,8 @@ impl JoinMode {
     }
 }
 
-/// Waits, as `me`, until `target`'s end is seen by `done` (a join of a
-/// fiber, or of the root). Marks the join for cycle detection meanwhile and
+/// Waits, as `me`, until `target` ended, with `wait` (a join of a fiber,
+/// or of the root). Marks the join for cycle detection meanwhile and
 /// is a cancellation point: an interrupted wait acts on a pending cancel
 /// (with the marks cleared, so a cancelled joiner leaves no trace) and
 /// otherwise waits on. `Ok` when it ended, `Err(ETIMEDOUT)` when the time
@@ -332,25 +332,37 @@ fn join_fiber(rec: Rc<Record>, r: *mut *mut c_void, mode: JoinMode) -> c_int {
     if rec.joined_by.get() != 0 {
         return libc::EINVAL;
     }
+    let h = rec.handle;
     if !rec.ended.get() {
-        let task = rec.task.clone();
-        let waited = wait_joined(me, rec.handle, &mode, |d| {
+        // Only the handle is held across the wait's cancellation points:
+        // a cancelled joiner's frames are never unwound, and a reference
+        // kept there would leak the record and the fiber's stack.
+        drop(rec);
+        let waited = wait_joined(me, h, &mode, |d| {
+            let Some(task) = lookup(h as pthread_t).map(|rec| {
+                rec.joined_by.set(me);
+                rec.task.clone()
+            }) else {
+                return hub::Wake::Ready;
+            };
+            let w = hub::join_interruptible(&task, d);
             // A cancelled joiner is no longer joining (glibc's cleanup
             // handler does the same).
-            rec.joined_by.set(me);
-            let w = hub::join_interruptible(&task, d);
-            rec.joined_by.set(0);
+            if let Some(rec) = lookup(h as pthread_t) {
+                rec.joined_by.set(0);
+            }
             w
         });
         if let Err(e) = waited {
             return e;
         }
     }
+    let Some(rec) = lookup(h as pthread_t) else { return libc::ESRCH };
     if !r.is_null() {
         // SAFETY: the caller's out pointer.
         unsafe { *r = rec.retval.get() };
     }
-    unregister(rec.handle, Gone::Joined);
+    unregister(h, Gone::Joined);
     0
 }
 
