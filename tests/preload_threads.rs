@@ -100,6 +100,40 @@ fn scheduling_policy_and_priority_per_thread() {
     differential("thread_sched", &[]);
 }
 
+/// The same as a process without privilege (`EPERM` for real-time
+/// policies, and for leaving `SCHED_IDLE`), where the test runs as root and
+/// `setpriv` can drop it; elsewhere there is nothing to compare.
+#[test]
+fn scheduling_errors_of_an_unprivileged_process() {
+    // SAFETY: no arguments.
+    let root = unsafe { libc::geteuid() } == 0;
+    let setpriv = std::process::Command::new("setpriv").arg("--version").output();
+    if !root || setpriv.is_err() {
+        eprintln!("skipped: needs root and setpriv to drop privileges");
+        return;
+    }
+    let bin = compile("thread_sched");
+    let bin = bin.to_str().unwrap();
+    let drop = [
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        bin,
+    ];
+    let setpriv = std::path::Path::new("setpriv");
+    let plain = run(setpriv, &drop, false, &[]);
+    let patched = run(setpriv, &drop, true, &[]);
+    assert_eq!(plain.code(), Some(0), "{}", plain.describe());
+    assert!(
+        plain.stdout.contains("fifo10=EPERM"),
+        "not unprivileged after all: {}",
+        plain.describe()
+    );
+    assert_eq!(plain.stdout, patched.stdout, "{}", patched.describe());
+}
+
 /// Each thread's CPU clock counts its own time only.
 #[test]
 fn thread_cpu_clocks_count_each_threads_own_time() {

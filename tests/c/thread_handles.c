@@ -38,6 +38,19 @@ static void *quick(void *arg)
     return arg;
 }
 
+/* Waits until `t` has ended: glibc answers pthread_getschedparam with
+ * ESRCH from then on (a timed sleep alone is not enough on a busy machine). */
+static void wait_ended(pthread_t t)
+{
+    struct sched_param sp;
+    int policy;
+    for (int i = 0; pthread_getschedparam(t, &policy, &sp) != ESRCH; i++) {
+        if (i == 5000)
+            fail("the thread did not end");
+        msleep(2);
+    }
+}
+
 /* Every inspection that leaves the thread as it is, as "op=answer ...". */
 static void inspect(char *out, size_t n, pthread_t t)
 {
@@ -107,7 +120,7 @@ static void check_exited(void)
 {
     char buf[512];
     pthread_t t = spawn(quick, (void *)3);
-    msleep(20);
+    wait_ended(t);
     inspect(buf, sizeof buf, t);
     void *v = NULL;
     int tj = pthread_tryjoin_np(t, &v);
@@ -135,7 +148,7 @@ static void check_detached_ended(void)
     if (pthread_create(&t, &attr, quick, NULL) != 0)
         fail("pthread_create");
     pthread_attr_destroy(&attr);
-    msleep(20);
+    wait_ended(t);
     inspect(a, sizeof a, t);
     joins(b, sizeof b, t);
     result("%s %s", a, b);
@@ -150,7 +163,7 @@ static void check_detached_live_then_ended(void)
     int d = pthread_detach(t);
     int j = pthread_join(t, NULL);
     ev_set(&ev_go);
-    msleep(20);
+    wait_ended(t);
     joins(b, sizeof b, t);
     result("detach=%s join_while_running=%s then %s kill0=%s", en(d), en(j), b, en(pthread_kill(t, 0)));
 }
@@ -160,7 +173,7 @@ static void check_detached_after_exit(void)
 {
     char b[256];
     pthread_t t = spawn(quick, NULL);
-    msleep(20);
+    wait_ended(t);
     int d = pthread_detach(t);
     joins(b, sizeof b, t);
     result("detach=%s then %s kill0=%s", en(d), b, en(pthread_kill(t, 0)));

@@ -175,7 +175,37 @@ static void check_explicit(void)
            en(c_fifo), fifo, en(c_inh), inh, en(c_other3), other3, en(c_rr0), rr0);
 }
 
+/* The sched_* calls on pid 0 are the calling thread's own too. (glibc's
+ * pthread_getschedparam keeps answering what it cached before, so the two
+ * families are not mixed here.) */
+static void *sched_calls(void *arg)
+{
+    char *out = arg;
+    struct sched_param sp = { 5 };
+    int set = sched_setscheduler(0, SCHED_RR, &sp) == 0 ? 0 : errno;
+    int now = sched_getscheduler(0);
+    sp.sched_priority = 7;
+    int setp = sched_setparam(0, &sp) == 0 ? 0 : errno;
+    struct sched_param got = { -1 };
+    sched_getparam(0, &got);
+    sp.sched_priority = 3;
+    int bad = sched_setscheduler(0, SCHED_OTHER, &sp) == 0 ? 0 : errno;
+    snprintf(out, 160, "setscheduler_rr5=%s getscheduler=%s setparam7=%s getparam=%d other3=%s", en(set),
+             set ? "-" : pol(now), en(setp), set ? -1 : got.sched_priority, en(bad));
+    return NULL;
+}
+
+static void check_sched_calls(void)
+{
+    char out[160], main_before[32], main_after[32];
+    sched_of(pthread_self(), main_before, sizeof main_before);
+    join(spawn(sched_calls, out));
+    sched_of(pthread_self(), main_after, sizeof main_after);
+    result("%s main=%s -> %s", out, main_before, main_after);
+}
+
 static const struct check checks[] = {
+    { "sched_calls", check_sched_calls },
     { "other", check_other },
     { "errors", check_errors },
     { "self_and_inherit", check_self_and_inherit },

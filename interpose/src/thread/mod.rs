@@ -357,7 +357,9 @@ fn join_fiber(rec: Rc<Record>, r: *mut *mut c_void, mode: JoinMode) -> c_int {
             return e;
         }
     }
-    let Some(rec) = lookup(h as pthread_t) else { return libc::ESRCH };
+    let Some(rec) = lookup(h as pthread_t) else {
+        return libc::ESRCH;
+    };
     if !r.is_null() {
         // SAFETY: the caller's out pointer.
         unsafe { *r = rec.retval.get() };

@@ -326,3 +326,81 @@ hook! {
         }
     }
 }
+
+/// The calling fiber's record, for the `sched_*` calls on pid 0 (the
+/// calling thread).
+fn own_fiber(pid: libc::pid_t) -> Option<std::rc::Rc<Record>> {
+    if pid != 0 || !crate::gate::emulating() {
+        return None;
+    }
+    current_record()
+}
+
+/// The root changes its own policy or priority with a `sched_*` call.
+fn root_changing_itself(pid: libc::pid_t) {
+    if pid == 0 && crate::gate::emulating() && !hub::in_fiber() {
+        root_changing();
+    }
+}
+
+hook! {
+    /// `sched_getscheduler(2)`: pid 0 in a fiber is the fiber's policy.
+    [thread] fn sched_getscheduler(pid: libc::pid_t) -> c_int {
+        match own_fiber(pid) {
+            Some(rec) => rec.sched.get().0,
+            // SAFETY: forwarded unchanged.
+            None => unsafe { sched_getscheduler::real(pid) },
+        }
+    }
+
+    /// `sched_getparam(2)`: pid 0 in a fiber is the fiber's priority.
+    [thread] fn sched_getparam(pid: libc::pid_t, param: *mut sched_param) -> c_int {
+        match own_fiber(pid) {
+            Some(_) if param.is_null() => crate::errno::fail(libc::EINVAL),
+            Some(rec) => {
+                // SAFETY: the caller's out pointer (not null).
+                unsafe { (*param).sched_priority = rec.sched.get().1 };
+                0
+            }
+            // SAFETY: forwarded unchanged.
+            None => unsafe { sched_getparam::real(pid, param) },
+        }
+    }
+
+    /// `sched_setscheduler(2)`: pid 0 in a fiber sets the fiber's own.
+    [thread] fn sched_setscheduler(pid: libc::pid_t, policy: c_int, param: *const sched_param) -> c_int {
+        match own_fiber(pid) {
+            Some(_) if param.is_null() => crate::errno::fail(libc::EINVAL),
+            // SAFETY: the caller's parameter (not null).
+            Some(rec) => match change(&rec, (policy, unsafe { (*param).sched_priority })) {
+                0 => 0,
+                e => crate::errno::fail(e),
+            },
+            None => {
+                root_changing_itself(pid);
+                // SAFETY: forwarded unchanged.
+                unsafe { sched_setscheduler::real(pid, policy, param) }
+            }
+        }
+    }
+
+    /// `sched_setparam(2)`: pid 0 in a fiber sets the fiber's priority.
+    [thread] fn sched_setparam(pid: libc::pid_t, param: *const sched_param) -> c_int {
+        match own_fiber(pid) {
+            Some(_) if param.is_null() => crate::errno::fail(libc::EINVAL),
+            Some(rec) => {
+                let policy = rec.sched.get().0;
+                // SAFETY: the caller's parameter (not null).
+                match change(&rec, (policy, unsafe { (*param).sched_priority })) {
+                    0 => 0,
+                    e => crate::errno::fail(e),
+                }
+            }
+            None => {
+                root_changing_itself(pid);
+                // SAFETY: forwarded unchanged.
+                unsafe { sched_setparam::real(pid, param) }
+            }
+        }
+    }
+}
