@@ -90,6 +90,7 @@ fn setup() {
     {
         hub::internal::set_name_provider(thread::name_for_monitor);
         hub::internal::set_user_namer(thread::name_of);
+        thread::cputime::resolve_early();
     }
 }
 

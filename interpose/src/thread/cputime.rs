@@ -70,6 +70,14 @@ fn read(clk: clockid_t) -> Option<Result<std::time::Duration, c_int>> {
     })
 }
 
+/// Resolves the real `clock_gettime` now: a program's first call may come
+/// from a signal handler, where `dlsym` is not safe.
+pub(crate) fn resolve_early() {
+    let mut ts = timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid clock and out pointer.
+    unsafe { clock_gettime::real(libc::CLOCK_MONOTONIC, &mut ts) };
+}
+
 /// Whether `clk` may be one of ours: one compare for every other clock.
 #[inline]
 fn maybe_ours(clk: clockid_t) -> bool {
