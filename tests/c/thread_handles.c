@@ -141,13 +141,7 @@ static void check_joined(void)
 static void check_detached_ended(void)
 {
     char a[512], b[256];
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_t t;
-    if (pthread_create(&t, &attr, quick, NULL) != 0)
-        fail("pthread_create");
-    pthread_attr_destroy(&attr);
+    pthread_t t = spawn_detached(quick, NULL);
     wait_ended(t);
     inspect(a, sizeof a, t);
     joins(b, sizeof b, t);

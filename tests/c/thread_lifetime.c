@@ -37,13 +37,7 @@ static void *wait_go(void *arg)
 static void check_join_detached(void)
 {
     ev_reset(&ev_go);
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    pthread_t t;
-    if (pthread_create(&t, &a, wait_go, NULL) != 0)
-        fail("pthread_create");
-    pthread_attr_destroy(&a);
+    pthread_t t = spawn_detached(wait_go, NULL);
     int j = pthread_join(t, NULL);
     int tj = pthread_tryjoin_np(t, NULL);
     ev_set(&ev_go);
