@@ -9,6 +9,7 @@
 //!    trip on a 1 MiB mmap'd stack with a guard page (the layout of
 //!    corosensei's `DefaultStack`; that type itself is behind corosensei's
 //!    `default-stack` feature, which this workspace leaves off). Target ≤ 4×.
+//!    A note gives the same round trip once thread CPU clocks are counted.
 //! 2. **Spawn + join** of one fiber on a pooled stack (the pool is warmed up
 //!    first) against `std::thread::spawn` + `join`. Target: fibers ≥ 300×
 //!    faster. A note under the table gives the fiber crate's part alone:
@@ -461,6 +462,7 @@ fn coro_out_of_line_round_trip(n: u64) -> f64 {
 }
 
 fn bench_yield(sz: &Sizes, notes: &mut Vec<String>) -> Row {
+    let n = sz.yields;
     let s = Samples::interleaved(
         sz.reps,
         || fiber_yield_round_trip(sz.yields),
@@ -481,6 +483,26 @@ fn bench_yield(sz: &Sizes, notes: &mut Vec<String>) -> Row {
         "1. for scale, the same corosensei round trip resumed from an out-of-line function, no \
          scheduler: {floor:.1} ns vs {base2:.1} ns inlined ({:.2}×); greenhook's hand-over is inlined",
         floor / base2
+    ));
+    // Thread CPU clocks, once a program asks for one, read the clock at
+    // every switch; on a thread of its own, since that lasts.
+    let c = Samples::interleaved(
+        sz.reps,
+        || {
+            std::thread::spawn(move || {
+                hub::cpu_time(&hub::current());
+                fiber_yield_round_trip(n)
+            })
+            .join()
+            .unwrap()
+        },
+        || fiber_yield_round_trip(n),
+    );
+    let (on, off) = c.medians();
+    notes.push(format!(
+        "1. with thread CPU clocks counted (after a program's first clock_gettime(CLOCK_THREAD_CPUTIME_ID)): \
+         {on:.1} ns vs {off:.1} ns ({:.2}×)",
+        on / off
     ));
     let ratio = ours / base;
     Row {

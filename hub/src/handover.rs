@@ -76,8 +76,11 @@ fn yield_slow() {
     if !p.is_null() {
         let hub = Hub::get();
         debug_assert_eq!(hub.handing_over.get(), Handover::Idle);
+        if hub.cpu.on.get() && hub.cpu_hand_over(p) {
+            return;
+        }
         // Only a yield that really reaches the root renews the budget.
-        hub.direct_left.set(hub.direct_budget);
+        hub.direct_left.set(hub.direct_budget.get());
         // The normal path: switch to the root, which requeues the reference
         // it already holds.
         // SAFETY: the current-task pointer points at the running task (see Hub::current),
@@ -114,8 +117,9 @@ impl Hub {
     /// This is [`Hub::switch_to`] pared down to what a yield between two
     /// fibers needs, because it is inlined into every `yield_now` caller
     /// and its instructions are most of a round trip. In particular it
-    /// gives the stall monitor no heartbeat: with the monitor on, the
-    /// budget is 0 and every yield goes through the root, which beats.
+    /// gives the stall monitor no heartbeat and keeps no CPU clock: with
+    /// the monitor on, or CPU time accounted, the budget is 0 and every
+    /// yield goes through the root, which does both.
     #[inline(always)]
     pub(crate) fn hand_over(&self, me: *const Task, next: *const Task) {
         // SAFETY: `next` is the run queue's front entry, which holds a strong

@@ -51,6 +51,7 @@ mod monitor {
         None
     }
 }
+mod cputime;
 mod deadlock;
 mod fd;
 mod fork;
@@ -71,6 +72,7 @@ use std::collections::BTreeMap;
 use std::os::fd::RawFd;
 use std::rc::Rc;
 
+pub use cputime::cpu_time;
 pub use deadlock::DEADLOCK_EXIT_CODE;
 pub use fd::{forget_fd, registered_high, wait_fd, wait_fds, Interest};
 pub use fork::{in_loop, reset_after_fork, set_poll_hook};
@@ -78,7 +80,7 @@ pub use handover::yield_now;
 pub use park::{park, park_object, parked, parked_where, unpark, unpark_best, unpark_where, Park};
 pub use pool::{offload, pool_size};
 pub use remote::{park_remote, wait_remote, RemoteWaker};
-pub use spawn::{exit_current, for_each_task, join, join_until, live_fibers, spawn, Spawn};
+pub use spawn::{exit_current, for_each_task, join, join_interruptible, join_until, live_fibers, spawn, Spawn};
 pub use stats::{stalls, stats, stats_table, Stats};
 pub use task::{current, current_user, in_fiber, owner_id, with_current_fiber, State, Task, Waiting, Wake};
 pub use timer::{sleep, sleep_forever, sleep_interruptible, sleep_until};
@@ -130,8 +132,10 @@ pub(crate) struct Hub {
     /// Direct hand-overs left before the next trip through the root.
     direct_left: Cell<u32>,
     /// What `direct_left` is renewed to: [`DIRECT_BUDGET`], or 0 under the
-    /// stall monitor (see [`Hub::hand_over`]).
-    direct_budget: u32,
+    /// stall monitor and once CPU time is accounted (see [`Hub::hand_over`]).
+    direct_budget: Cell<u32>,
+    /// CPU time per fiber, once asked for ([`cputime`]).
+    cpu: cputime::Clocks,
     /// This thread's `errno` slot, looked up once (see
     /// [`fiber::Fiber::resume_with_errno`]).
     errno: *mut i32,
@@ -232,7 +236,8 @@ impl Hub {
             handing_over: Cell::new(Handover::Idle),
             blocked_resumer: Cell::new(std::ptr::null()),
             direct_left: Cell::new(direct_budget),
-            direct_budget,
+            direct_budget: Cell::new(direct_budget),
+            cpu: cputime::Clocks::default(),
             errno: fiber::errno::location(),
             counters: Counters::default(),
         }));

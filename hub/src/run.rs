@@ -149,8 +149,9 @@ impl Hub {
     }
 
     /// Runs `t` until it suspends or finishes (returns whether it finished),
-    /// keeping the current-task pointer and the stall monitor's heartbeat
-    /// true on both sides of the switch. The resumer is the root, or a
+    /// keeping the current-task pointer, the stall monitor's heartbeat and
+    /// (once asked for) the fibers' CPU time true on both sides of the
+    /// switch. The resumer is the root, or a
     /// fiber that runs the loop itself (see [`yield_now`](crate::yield_now)):
     /// whichever it is is current again when `t` suspends.
     #[inline(always)]
@@ -163,11 +164,17 @@ impl Hub {
         if let Some(b) = &self.beat {
             self.beat(b, next);
         }
+        if self.cpu.on.get() {
+            self.cpu_resuming();
+        }
         // SAFETY: the hub belongs to this thread, and so does its errno slot.
         let done = t
             .fiber
             .as_ref()
             .is_some_and(|f| unsafe { f.resume_with_errno(self.errno) });
+        if self.cpu.on.get() {
+            self.cpu_suspended(t);
+        }
         crate::set_current(back);
         if let Some(b) = &self.beat {
             self.beat(b, back);

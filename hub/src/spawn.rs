@@ -102,17 +102,34 @@ pub fn join_until(task: &Rc<Task>, deadline: Instant) -> bool {
 }
 
 fn join_inner(task: &Rc<Task>, deadline: Option<Instant>) -> bool {
+    loop {
+        match join_interruptible(task, deadline) {
+            Wake::Ready => return true,
+            Wake::TimedOut => return false,
+            Wake::Interrupted | Wake::Closed => {}
+        }
+    }
+}
+
+/// Waits until `task` has finished ([`Wake::Ready`], at once if it has),
+/// the deadline passes ([`Wake::TimedOut`]) or the waiter is interrupted
+/// ([`Task::interrupt`]: [`Wake::Interrupted`]); for a join that is a
+/// cancellation point.
+pub fn join_interruptible(task: &Rc<Task>, deadline: Option<Instant>) -> Wake {
     let hub = Hub::get();
     while !task.is_finished() {
         let cur = hub.current();
         let w = hub.prepare(&cur, Waiting::Join(task.id()));
         internal::bookkeeping(|| task.joiners.borrow_mut().push(w));
-        if hub.block(&cur, deadline) == Wake::TimedOut {
+        let why = hub.block(&cur, deadline);
+        if why != Wake::Ready {
             task.joiners.borrow_mut().retain(|w| !Rc::ptr_eq(&w.task, &cur));
-            return task.is_finished();
+            if !task.is_finished() {
+                return why;
+            }
         }
     }
-    true
+    Wake::Ready
 }
 
 /// Ends the calling fiber now, without unwinding its stack (its frames may

@@ -79,10 +79,12 @@ pub struct Task {
     /// next suspension.
     pub(crate) exiting: Cell<bool>,
     /// Opaque per-task word for the layer above (the interposer keeps its
-    /// pthread record here).
+    /// pthread handle here).
     user: Cell<usize>,
     /// The fiber's id as [`owner_id`] gives it (0 for the root).
     owner: i32,
+    /// CPU time charged to this fiber, in nanoseconds ([`cputime`](crate::cputime)).
+    pub(crate) cpu: Cell<u64>,
 }
 
 impl Task {
@@ -102,6 +104,7 @@ impl Task {
             detached: Cell::new(false),
             exiting: Cell::new(false),
             user: Cell::new(0),
+            cpu: Cell::new(0),
         }
     }
 

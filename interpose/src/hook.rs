@@ -74,11 +74,13 @@ pub(crate) enum Family {
     process,
     /// Signals.
     signal,
+    /// Clock reads (`clock_gettime`: thread CPU clocks are per fiber).
+    clock,
 }
 
-const FAMILIES: usize = Family::signal as usize + 1;
+const FAMILIES: usize = Family::clock as usize + 1;
 const NAMES: [&str; FAMILIES] = [
-    "time", "io", "fd", "poll", "thread", "sync", "futex", "file", "dns", "stdio", "process", "signal",
+    "time", "io", "fd", "poll", "thread", "sync", "futex", "file", "dns", "stdio", "process", "signal", "clock",
 ];
 
 static COUNTING: AtomicBool = AtomicBool::new(false);

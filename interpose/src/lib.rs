@@ -90,6 +90,7 @@ fn setup() {
     {
         hub::internal::set_name_provider(thread::name_for_monitor);
         hub::internal::set_user_namer(thread::name_of);
+        thread::cputime::resolve_early();
     }
 }
 
@@ -199,6 +200,17 @@ pub(crate) fn cancel_point() {
     #[cfg(greenhook_linux_hooks)]
     if thread::cancel::any_pending() {
         thread::cancel::act()
+    }
+}
+
+/// Where a fiber resumes from a suspension that is not a cancellation
+/// point (`sched_yield`): ends it if an asynchronous `pthread_cancel` is
+/// pending and enabled (see `thread::cancel`).
+#[inline]
+pub(crate) fn async_cancel_point() {
+    #[cfg(greenhook_linux_hooks)]
+    if thread::cancel::any_pending() {
+        thread::cancel::async_point()
     }
 }
 

@@ -11,10 +11,11 @@
 //! as *some* context accepts it, and the handler runs on whatever context is
 //! current (usually the hub's idle loop), because N:1 has only one kernel
 //! thread to run it on. A fiber's mask decides whether it may be the
-//! *recipient* (the one that sees `EINTR` or wakes from `pause`). A fiber
-//! that never set a mask has the root's (documented deviation: POSIX copies
-//! the creator's mask at `pthread_create`, a hook that lives elsewhere).
-//! A signal every context blocks stays pending in the kernel, as it would.
+//! *recipient* (the one that sees `EINTR` or wakes from `pause`). A new
+//! thread starts with its creator's mask ([`inherit_mask`]); a fiber
+//! without a mask of its own has the root's, and keeps it when the root
+//! changes its own. A signal every context blocks stays pending in the
+//! kernel, as it would.
 //!
 //! **Handlers.** `sigaction`/`signal` install a trampoline in front of the
 //! user's handler (same flags plus `SA_SIGINFO`) and report the user's
@@ -417,11 +418,55 @@ pub(crate) fn current_mask() -> sigset_t {
 fn set_current_mask(m: u64) {
     let cur = hub::current();
     if cur.is_root() {
+        // Fibers that have "the root's" mask keep the one they have.
+        let old = root_mask();
+        MASKS.with(|x| {
+            let mut x = x.borrow_mut();
+            hub::for_each_task(|t| {
+                x.entry(t.id()).or_insert(old);
+            });
+        });
         ROOT_MASK.with(|r| r.set(Some(m)));
     } else {
         MASKS.with(|x| x.borrow_mut().insert(cur.id(), m));
     }
     apply_real_mask();
+}
+
+/// A new thread's mask is its creator's (POSIX): `child`, just created by
+/// the calling context, gets a copy of the caller's if it has one of its
+/// own; otherwise both have the root's (see [`set_current_mask`]).
+pub(crate) fn inherit_mask(child: &hub::Task) {
+    if !hub::in_fiber() {
+        return;
+    }
+    let cur = hub::current();
+    MASKS.with(|x| {
+        let mut x = x.borrow_mut();
+        if let Some(&m) = x.get(&cur.id()) {
+            x.insert(child.id(), m);
+        }
+    });
+}
+
+/// The ending fiber `t` no longer counts among the masks. Should it have
+/// unblocked a signal the root blocks, the real mask is recomputed (the
+/// signal may now be blocked by every context left).
+pub(crate) fn forget_mask(t: &hub::Task) {
+    let removed = MASKS.with(|x| {
+        let mut x = x.borrow_mut();
+        // Most programs never set a mask: no hashing at every thread's end.
+        if x.is_empty() {
+            None
+        } else {
+            x.remove(&t.id())
+        }
+    });
+    let Some(m) = removed else { return };
+    let root = root_mask();
+    if m & root != root {
+        apply_real_mask();
+    }
 }
 
 fn virtual_masks() -> bool {

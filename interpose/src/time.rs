@@ -114,6 +114,7 @@ hook! {
     #[gate(cooperative())]
     [time] fn sched_yield() -> c_int {
         hub::yield_now();
+        crate::async_cancel_point();
         0
     }
 }

@@ -8,7 +8,7 @@
  * prints "FAIL <check>: ..." on stderr and exits 1. alarm(20) turns a hang
  * into a death by SIGALRM. The whole run's time goes to stderr as time_ms=.
  * Also here: the helpers those programs share (deadline, EXPECT_EQ, result,
- * msleep, and a one-shot event).
+ * msleep, a one-shot event, spawn/spawn_detached/join).
  */
 #ifndef GREENHOOK_CHECK_H
 #define GREENHOOK_CHECK_H
@@ -130,6 +130,20 @@ static inline pthread_t spawn(void *(*fn)(void *), void *arg)
     return t;
 }
 #endif
+
+/* A thread created detached. */
+static inline pthread_t spawn_detached(void *(*fn)(void *), void *arg)
+{
+    pthread_attr_t a;
+    pthread_t t;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&t, &a, fn, arg);
+    pthread_attr_destroy(&a);
+    if (rc != 0)
+        fail("pthread_create: %s", strerror(rc));
+    return t;
+}
 
 static inline void *join(pthread_t t)
 {

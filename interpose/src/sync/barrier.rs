@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use libc::{c_int, c_uint, pthread_barrier_t, pthread_barrierattr_t};
 
-use super::{park, word, Kind};
+use super::{park, tag, wake_all, word, Kind};
 use crate::gate::emulating;
 use crate::hook::hook;
 
@@ -46,13 +46,13 @@ hook! {
         if n >= count.load(Ordering::Relaxed) {
             arrived.store(0, Ordering::Relaxed);
             gen.fetch_add(1, Ordering::Release);
-            hub::unpark(a, usize::MAX);
+            wake_all(a);
             return libc::PTHREAD_BARRIER_SERIAL_THREAD;
         }
         arrived.store(n, Ordering::Relaxed);
         let g = gen.load(Ordering::Relaxed);
         while gen.load(Ordering::Acquire) == g {
-            park(Kind::Barrier, a, 0, None, || gen.load(Ordering::Relaxed) == g);
+            park(Kind::Barrier, a, tag(0), None, || gen.load(Ordering::Relaxed) == g);
         }
         0
     }

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use libc::{c_int, clockid_t, pthread_cond_t, pthread_mutex_t, timespec};
 
-use super::{mutex, park, word, Kind, Wait};
+use super::{mutex, park, tag, wake_all, wake_one, word, Kind, Wait};
 use crate::gate::emulating;
 use crate::hook::hook;
 
@@ -53,7 +53,7 @@ unsafe fn wait(
     // reach the hub: then look again now and then (a spurious wake-up,
     // which POSIX allows).
     let nap = super::foreign_nap(deadline);
-    let mut r = park(Kind::Condvar, c as usize, 0, nap, || true);
+    let mut r = park(Kind::Condvar, c as usize, tag(0), nap, || true);
     if r == hub::Park::TimedOut && nap != deadline {
         r = hub::Park::Unparked;
     }
@@ -101,7 +101,7 @@ hook! {
     /// `pthread_cond_signal`.
     #[gate(emulating())]
     [sync] fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
-        if hub::unpark(c as usize, 1) == 0 && crate::gate::foreign_threads() {
+        if !wake_one(c as usize) && crate::gate::foreign_threads() {
             // Perhaps a thread that is not a fiber waits through glibc
             // (whose state we never touch).
             // SAFETY: the caller's condvar.
@@ -113,7 +113,7 @@ hook! {
     /// `pthread_cond_broadcast`.
     #[gate(emulating())]
     [sync] fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
-        hub::unpark(c as usize, usize::MAX);
+        wake_all(c as usize);
         if crate::gate::foreign_threads() {
             // SAFETY: the caller's condvar (see pthread_cond_signal).
             return unsafe { pthread_cond_broadcast::real(c) };

@@ -141,12 +141,69 @@ fn owner_of(kind: &'static str, addr: usize) -> Option<String> {
     })
 }
 
+/// The bits of a waiter's tag that hold its scheduling priority (the low
+/// bit is the rwlock's "writer").
+const PRIORITY_SHIFT: u32 = 1;
+
+/// The calling context's priority as lock waiters are ordered by it: its
+/// `SCHED_FIFO`/`SCHED_RR` priority, 0 otherwise (and for everyone until a
+/// program gives a thread one).
+#[inline]
+fn priority() -> u32 {
+    if crate::thread::sched::priorities_differ() {
+        crate::thread::sched::current_priority().max(0) as u32
+    } else {
+        0
+    }
+}
+
+/// A waiter's tag: its priority, and `low` (the rwlock's writer bit).
+#[inline]
+fn tag(low: u32) -> u32 {
+    priority() << PRIORITY_SHIFT | low
+}
+
+/// The priority in a waiter's tag.
+fn tag_priority(tag: u32) -> u32 {
+    tag >> PRIORITY_SHIFT
+}
+
+/// Wakes one waiter of the object at `addr`: the oldest, or, once threads
+/// have priorities, the oldest of the highest priority (a `SCHED_FIFO`
+/// thread before a `SCHED_OTHER` one, as the kernel orders futex waiters).
+/// Returns whether one was woken.
+#[inline]
+fn wake_one(addr: usize) -> bool {
+    if crate::thread::sched::priorities_differ() {
+        hub::unpark_best(addr, |t| Some(tag_priority(t)))
+    } else {
+        hub::unpark(addr, 1) == 1
+    }
+}
+
+/// Wakes every waiter of the object at `addr`, highest priority first.
+fn wake_all(addr: usize) {
+    if crate::thread::sched::priorities_differ() {
+        while hub::unpark_best(addr, |t| Some(tag_priority(t))) {}
+    } else {
+        hub::unpark(addr, usize::MAX);
+    }
+}
+
 /// Parks the running task on the object of `kind` at `addr` until woken,
 /// the deadline passes or it is interrupted; `busy` is re-checked first
-/// (the futex rule); `tag` is the waiter's word (see `rwlock`).
+/// (the futex rule); `tag` is the waiter's word (see [`tag`]).
+///
+/// An interrupted wait is where an asynchronous `pthread_cancel` takes
+/// effect (lock waits are no cancellation points otherwise); the callers
+/// then look again and, as POSIX has it, go on waiting.
 fn park(kind: Kind, addr: usize, tag: u32, deadline: Option<Instant>, busy: impl FnOnce() -> bool) -> hub::Park {
     register_owner_describer();
-    hub::park_object(kind.name(), addr, tag, deadline, busy)
+    let r = hub::park_object(kind.name(), addr, tag, deadline, busy);
+    if r == hub::Park::Interrupted {
+        crate::async_cancel_point();
+    }
+    r
 }
 
 /// How often a fiber re-checks an object that a thread other than the

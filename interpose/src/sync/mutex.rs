@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 
 use libc::{c_int, clockid_t, pthread_mutex_t, timespec};
 
-use super::{park, timed, word, Kind, Wait};
+use super::{park, tag, timed, wake_one, word, Kind, Wait};
 use crate::gate::emulating;
 use crate::hook::hook;
 
@@ -128,7 +128,7 @@ unsafe fn acquire_slow(a: usize, kind_word: i32, wait: Wait) -> c_int {
         // A holder on another OS thread unlocks through glibc, whose wake-up
         // goes to the kernel, not to the hub: look again now and then.
         let nap = super::foreign_nap(deadline);
-        if park(Kind::Mutex, a, 0, nap, busy) == hub::Park::TimedOut && nap == deadline {
+        if park(Kind::Mutex, a, tag(0), nap, busy) == hub::Park::TimedOut && nap == deadline {
             return libc::ETIMEDOUT;
         }
     }
@@ -205,7 +205,7 @@ unsafe fn release_slow(a: usize, kind_word: i32, full: bool) -> Result<i32, c_in
 unsafe fn unlock_and_wake(a: usize) {
     // SAFETY: per the contract.
     let lock = unsafe { word(a, LOCK) };
-    if lock.swap(0, Ordering::Release) == LOCKED_WAITERS && hub::unpark(a, 1) == 0 {
+    if lock.swap(0, Ordering::Release) == LOCKED_WAITERS && !wake_one(a) {
         // No fiber waited: the 2 may be glibc's, from a thread that is not a
         // fiber and sleeps in the kernel on this word (or from a fiber that
         // gave up waiting: then the wake-up finds nobody).

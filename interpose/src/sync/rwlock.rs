@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use libc::{c_int, clockid_t, pthread_rwlock_t, timespec};
 
-use super::{park, timed, word, Kind, Wait};
+use super::{park, tag, timed, wake_all, word, Kind, Wait};
 use crate::gate::emulating;
 use crate::hook::hook;
 
@@ -73,7 +73,7 @@ unsafe fn lock(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
                 Read => s < 0,
             }
         };
-        if park(Kind::Rwlock, a, (mode == Write) as u32, deadline, busy) == hub::Park::TimedOut {
+        if park(Kind::Rwlock, a, tag((mode == Write) as u32), deadline, busy) == hub::Park::TimedOut {
             return libc::ETIMEDOUT;
         }
     }
@@ -150,11 +150,11 @@ hook! {
             }
             writer.store(0, Ordering::Relaxed);
             state.store(0, Ordering::Release);
-            hub::unpark(a, usize::MAX);
+            wake_all(a);
         } else if s > 0 {
             state.store(s - 1, Ordering::Release);
             if s == 1 {
-                hub::unpark(a, usize::MAX);
+                wake_all(a);
             }
         } else {
             return libc::EPERM;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use libc::{c_int, clockid_t, sem_t, timespec};
 
-use super::{park, word, Kind};
+use super::{park, tag, wake_one, word, Kind};
 use crate::gate::cooperative;
 use crate::hook::hook;
 
@@ -79,7 +79,7 @@ unsafe fn wait(s: *mut sem_t, timeout: Option<(clockid_t, *const timespec)>) -> 
         } else {
             d
         };
-        park(Kind::Semaphore, s as usize, 0, wake_at, || {
+        park(Kind::Semaphore, s as usize, tag(0), wake_at, || {
             v.load(Ordering::Relaxed) == 0
         });
         crate::cancel_point();
@@ -122,7 +122,7 @@ hook! {
         // SAFETY: the caller's semaphore, forwarded unchanged.
         let r = unsafe { sem_post::real(s) };
         if r == 0 && crate::gate::patched() {
-            hub::unpark(s as usize, 1);
+            wake_one(s as usize);
         }
         r
     }

@@ -1,15 +1,25 @@
-//! Deferred cancellation of pthread fibers.
+//! Cancellation of pthread fibers, deferred and asynchronous.
 //!
 //! `pthread_cancel` marks the target's cancellation pending and interrupts
-//! its current wait; at the next cancellation point the target ends with
-//! `PTHREAD_CANCELED`, running its cleanup handlers and key destructors as
-//! `pthread_exit` does. The asynchronous type is accepted and treated as
-//! deferred (except that a thread cancelling itself with it ends at once).
+//! its current wait; the target then ends with `PTHREAD_CANCELED`, running
+//! its cleanup handlers and key destructors as `pthread_exit` does.
 //!
-//! Every hook that is a cancellation point (sleeps, fd waits, condition and
-//! semaphore waits, joins, `pause`, …) calls [`crate::cancel_point`], which
-//! asks [`any_pending`] (one atomic load) and only then [`act`]: the one
-//! way in, so no module but this one knows where the state lives.
+//! **Deferred** (the default): at the next cancellation point. Every hook
+//! that is one (sleeps, fd waits, condition and semaphore waits, joins,
+//! `pause`, …) calls [`crate::cancel_point`], which asks [`any_pending`]
+//! (one atomic load) and only then [`act`]: the one way in, so no module
+//! but this one knows where the state lives.
+//!
+//! **Asynchronous**: as soon as the target runs again. Under N:1 a fiber
+//! is never stopped between two instructions, so "asynchronous" means:
+//! wherever it is suspended. A wait that is a cancellation point acts as
+//! above once interrupted; a wait that is not (a mutex or rwlock lock, a
+//! barrier, `pthread_once`, `sched_yield`) calls [`async_point`] when it is
+//! interrupted or resumed, which acts only for the asynchronous type.
+//! Turning the asynchronous type (or cancellation itself) on with a cancel
+//! pending acts at once, as in glibc. Limits: a fiber computing without
+//! calling any hook is not stopped (nothing runs beside it to cancel it
+//! anyway), and a call running on the offload pool finishes first.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -17,7 +27,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use libc::{c_int, c_void, pthread_t};
 
-use super::{current_record, exit, lookup, task_of};
+use super::handle::Gone;
+use super::{current_record, exit, resolve, Target};
 use crate::gate::emulating;
 use crate::hook::hook;
 
@@ -77,6 +88,21 @@ pub(crate) fn act() {
     }
 }
 
+/// Where a suspended fiber resumes in a wait that is not a cancellation
+/// point: acts on a pending cancellation if the fiber's type is
+/// asynchronous (and cancellation enabled); does nothing otherwise. Lock
+/// wait loops call it when their park was interrupted.
+pub(crate) fn async_point() {
+    if !any_pending() {
+        return;
+    }
+    let Some(rec) = current_record() else { return };
+    if rec.cancel.asynchronous.get() && rec.cancel.pending.get() {
+        drop(rec);
+        act();
+    }
+}
+
 /// The body of `pthread_setcancelstate`/`pthread_setcanceltype`: `flag`
 /// is whether the setting is `on` rather than `off`; the previous value
 /// goes to `old` (when not null). `EINVAL` for a value that is neither.
@@ -93,15 +119,17 @@ fn set(flag: &Cell<bool>, new: c_int, old: *mut c_int, on: c_int, off: c_int) ->
 }
 
 hook! {
-    /// `pthread_cancel`: deferred; interrupts the fiber's current wait.
+    /// `pthread_cancel`: marks the cancellation and interrupts the fiber's
+    /// current wait. A thread that ended gets nothing (0, as glibc answers).
     [thread] fn pthread_cancel(t: pthread_t) -> c_int {
-        let rec = match lookup(t) {
-            Some(rec) if emulating() => rec,
+        let rec = match resolve(t) {
+            Target::Fiber(rec) => rec,
+            Target::Gone(Gone::Never) => return libc::ESRCH,
+            Target::Gone(_) => return 0,
             // SAFETY: not ours: forwarded unchanged.
-            _ => return unsafe { pthread_cancel::real(t) },
+            Target::Real => return unsafe { pthread_cancel::real(t) },
         };
-        let task = task_of(&rec);
-        if task.is_finished() || rec.exiting.get() {
+        if rec.ended.get() || rec.exiting.get() {
             return 0;
         }
         rec.cancel.request();
@@ -109,11 +137,11 @@ hook! {
             let is_self = current_record().is_some_and(|c| Rc::ptr_eq(&c, &rec));
             if is_self {
                 if rec.cancel.asynchronous.get() {
-                    drop((task, rec));
+                    drop(rec);
                     crate::cancel_point();
                 }
             } else {
-                task.interrupt();
+                rec.task.interrupt();
             }
         }
         0
@@ -125,22 +153,30 @@ hook! {
         crate::cancel_point()
     }
 
-    /// `pthread_setcancelstate`.
+    /// `pthread_setcancelstate`: enabling it with an asynchronous cancel
+    /// pending acts at once.
     [thread] fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int {
         match current_record() {
             Some(rec) if emulating() => {
-                set(&rec.cancel.disabled, state, old, PTHREAD_CANCEL_DISABLE, PTHREAD_CANCEL_ENABLE)
+                let r = set(&rec.cancel.disabled, state, old, PTHREAD_CANCEL_DISABLE, PTHREAD_CANCEL_ENABLE);
+                drop(rec);
+                async_point();
+                r
             }
             // SAFETY: not one of our fibers: forwarded unchanged.
             _ => unsafe { pthread_setcancelstate::real(state, old) },
         }
     }
 
-    /// `pthread_setcanceltype` (asynchronous is treated as deferred).
+    /// `pthread_setcanceltype`: the asynchronous type with a cancel pending
+    /// acts at once.
     [thread] fn pthread_setcanceltype(ty: c_int, old: *mut c_int) -> c_int {
         match current_record() {
             Some(rec) if emulating() => {
-                set(&rec.cancel.asynchronous, ty, old, PTHREAD_CANCEL_ASYNCHRONOUS, PTHREAD_CANCEL_DEFERRED)
+                let r = set(&rec.cancel.asynchronous, ty, old, PTHREAD_CANCEL_ASYNCHRONOUS, PTHREAD_CANCEL_DEFERRED);
+                drop(rec);
+                async_point();
+                r
             }
             // SAFETY: not one of our fibers: forwarded unchanged.
             _ => unsafe { pthread_setcanceltype::real(ty, old) },

@@ -11,14 +11,20 @@
 //! does for C code; the handler ends in `__pthread_unwind_next`, which comes
 //! back here for the next one.
 //!
-//! `pthread_exit` in the root runs the root's key destructors, waits until
-//! no fiber is left, and calls `exit(0)`.
+//! An init routine of `pthread_once` that the exit leaves is undone on the
+//! way ([`once`]'s marker in the cleanup chain), as glibc's own cleanup
+//! handler does: the next caller runs it again.
+//!
+//! `pthread_exit` in the root undoes the root's `pthread_once` in
+//! progress, runs the root's key destructors, hands its value to a fiber
+//! joining the root, waits until no fiber is left, and calls `exit(0)`.
 
 use std::rc::Rc;
 
 use libc::{c_int, c_void, pthread_t};
 
-use super::{current_record, keys, lookup, unregister, Record};
+use super::handle::Gone;
+use super::{current_record, keys, lookup, once, root_exited, unregister, Record};
 use crate::gate::emulating;
 use crate::hook::hook;
 
@@ -27,18 +33,23 @@ extern "C" {
 }
 
 /// Stores the result, runs key destructors, releases robust mutexes, and
-/// forgets a detached thread: the end of every pthread fiber.
-pub(super) fn finish(key: usize, r: *mut c_void) {
-    if let Some(rec) = lookup(key as pthread_t) {
+/// forgets a detached thread: the end of every pthread fiber `h`. Its last
+/// act marks the record ended (nothing runs between that and the fiber's
+/// end, so a joiner that sees it finds the fiber finished).
+pub(super) fn finish(h: usize, r: *mut c_void) {
+    if let Some(rec) = lookup(h as pthread_t) {
         rec.retval.set(r);
         rec.exiting.set(true);
         rec.cancel.take();
     }
     keys::run_fiber_destructors();
     crate::sync::owner_died();
-    let detached = lookup(key as pthread_t).is_some_and(|r| r.detached.get());
-    if detached {
-        unregister(key);
+    crate::signal::forget_mask(&hub::current());
+    if let Some(rec) = lookup(h as pthread_t) {
+        rec.ended.set(true);
+        if rec.detached.get() {
+            unregister(h, Gone::Detached);
+        }
     }
 }
 
@@ -52,29 +63,38 @@ pub(super) fn exit_fiber(rec: Rc<Record>, v: *mut c_void) -> ! {
 
 /// Runs the next cleanup handler, or finishes the exit.
 fn continue_exit() -> ! {
-    let (key, buf) = {
-        let rec = current_record().expect("greenhook: exiting fiber without a record");
-        let buf = rec.cleanup.borrow_mut().pop();
-        (Rc::as_ptr(&rec) as usize, buf)
+    let h = loop {
+        let (h, buf) = {
+            let rec = current_record().expect("greenhook: exiting fiber without a record");
+            let buf = rec.cleanup.borrow_mut().pop();
+            (rec.handle, buf)
+        };
+        match buf {
+            None => break h,
+            Some(b) if once::is_marker(b) => once::abandon(b),
+            Some(b) => {
+                // SAFETY: `b` is a live __pthread_unwind_buf_t of a frame
+                // further up this fiber's stack, set with __sigsetjmp; the
+                // handler it leads to calls __pthread_unwind_next, which
+                // comes back here. The frames we skip hold no Rust value
+                // whose destructor matters: the hooks' entry guards, whose
+                // drop only looks for a panic, are skipped as if forgotten.
+                unsafe { longjmp(b as *mut c_void, 1) };
+            }
+        }
     };
-    if let Some(b) = buf {
-        // SAFETY: `b` is a live __pthread_unwind_buf_t of a frame further up
-        // this fiber's stack, set with __sigsetjmp; the handler it leads to
-        // calls __pthread_unwind_next, which comes back here. The frames we
-        // skip hold no Rust value whose destructor matters: the hooks' entry
-        // guards, whose drop only looks for a panic, are skipped as if
-        // forgotten.
-        unsafe { longjmp(b as *mut c_void, 1) };
-    }
-    let r = lookup(key as pthread_t).map_or(std::ptr::null_mut(), |r| r.retval.get());
-    finish(key, r);
+    let r = lookup(h as pthread_t).map_or(std::ptr::null_mut(), |r| r.retval.get());
+    finish(h, r);
     hub::exit_current()
 }
 
-/// `pthread_exit` in the root: run the root's key destructors (the main
-/// thread is gone from here on), wait for every fiber, then `exit(0)`.
-fn exit_root() -> ! {
+/// `pthread_exit(v)` in the root: undo its `pthread_once` in progress, run
+/// the root's key destructors (the main thread is gone from here on), hand
+/// `v` to a fiber joining the root, wait for every fiber, then `exit(0)`.
+fn exit_root(v: *mut c_void) -> ! {
+    once::abandon_root();
     keys::run_root_destructors();
+    root_exited(v);
     while hub::live_fibers() > 0 {
         let mut tasks = Vec::new();
         hub::for_each_task(|t| tasks.push(t.clone()));
@@ -97,7 +117,7 @@ hook! {
         if hub::in_fiber() {
             hub::exit_current();
         }
-        exit_root()
+        exit_root(v)
     }
 
     /// `__pthread_register_cancel` (from the `pthread_cleanup_push` macro).

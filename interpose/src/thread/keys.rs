@@ -31,14 +31,33 @@ unsafe fn dtor(d: usize) -> Dtor {
     unsafe { std::mem::transmute::<usize, Dtor>(d) }
 }
 
-/// Runs the destructors of the calling fiber's key values.
+/// Runs the destructors of the calling fiber's key values, as glibc does:
+/// key by key in creation order, each value cleared just before its
+/// destructor runs (so the destructor sees its own key empty and the later
+/// keys still set), in rounds while destructors set values again. Then
+/// every slot is freed.
 pub(super) fn run_fiber_destructors() {
+    let with = |f: &dyn Fn(&fiber::Fiber)| hub::with_current_fiber(|fib| fib.map(f));
     for _ in 0..DESTRUCTOR_ITERATIONS {
+        // The common case, no value at all, costs one look.
         let vals = hub::with_current_fiber(|f| f.map(|f| f.take_locals()).unwrap_or_default());
+        if vals.iter().all(|&v| v == 0) {
+            break;
+        }
+        for (k, &v) in vals.iter().enumerate() {
+            if v != 0 {
+                with(&|f| f.set_local(k, v));
+            }
+        }
         let mut ran = false;
-        for (k, v) in vals.into_iter().enumerate() {
+        for k in 0..vals.len() {
+            let v = hub::with_current_fiber(|f| f.map_or(0, |f| f.local(k)));
+            if v == 0 {
+                continue;
+            }
+            with(&|f| f.set_local(k, 0));
             let d = DTORS.get(k).map_or(0, |d| d.load(Ordering::Relaxed));
-            if v != 0 && d != 0 {
+            if d != 0 {
                 ran = true;
                 // SAFETY: `d` is a non-zero DTORS word; called with the value
                 // the thread stored, as POSIX says.
@@ -49,6 +68,7 @@ pub(super) fn run_fiber_destructors() {
             break;
         }
     }
+    hub::with_current_fiber(|f| f.map(|f| f.take_locals()));
 }
 
 /// Runs the destructors of the root's key values (the real keys').

@@ -1,39 +1,53 @@
 //! pthreads as fibers: `pthread_create` spawns a fiber on the caller's hub.
 //!
 //! When [`crate::threads_as_fibers`] is true (the preload default) a
-//! `pthread_t` made by us is the address of a heap [`Record`] kept in a
-//! per-OS-thread registry; any `pthread_t` not in the registry (the root's
-//! own, or a real thread's) goes to the real function. Otherwise every hook
-//! here passes through.
+//! `pthread_t` made by us is a handle ([`handle`]: a tagged serial number,
+//! never an address, never reused) that names a [`Record`] in a
+//! per-OS-thread registry. Every function taking a `pthread_t` first sorts
+//! it ([`resolve`]): a live record of ours; a handle of ours whose thread
+//! is gone (answered as glibc 2.36 answers the stale handle of a joined or
+//! detached thread); a value of glibc's (the root's own, a real thread's),
+//! which goes to the real function; or garbage, which gets `ESRCH` where
+//! glibc would crash. Otherwise (threads not fibers) every hook here passes
+//! through.
 //!
 //! This file holds the record and the registry, and a thread's life from
-//! the outside: create, join, detach, `pthread_self`, attributes, and
-//! `pthread_kill` (handed to [`crate::signal`]). The rest, one idea a file:
+//! the outside: create, join (with joiner cycles answered `EDEADLK`, and
+//! the root joinable by its fibers), detach, `pthread_self`, attributes,
+//! affinity, and `pthread_kill`/`pthread_sigqueue` (handed to
+//! [`crate::signal`]). The rest, one idea a file:
+//! - [`handle`]: what a `pthread_t` is, judged without dereferencing it;
 //! - [`exit`]: how a pthread fiber ends: `pthread_exit`, cleanup handlers,
 //!   key destructors, robust mutexes it still holds; `pthread_exit` in the
 //!   root;
-//! - [`cancel`]: deferred cancellation, which every hook reaches through
-//!   [`crate::cancel_point`];
+//! - [`cancel`]: deferred and asynchronous cancellation, which every hook
+//!   reaches through [`crate::cancel_point`];
 //! - [`keys`]: thread-specific data;
 //! - [`names`]: thread names, also for the stall monitor and deadlock reports;
-//! - [`once`]: the `pthread_once` of fibers.
+//! - [`once`]: the `pthread_once` of fibers;
+//! - [`sched`]: scheduling policy and priority, per fiber;
+//! - [`cputime`]: thread CPU-time clocks, per fiber.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
 
-use libc::{c_int, c_void, clockid_t, pthread_attr_t, pthread_t, timespec};
+use libc::{c_int, c_void, clockid_t, cpu_set_t, pthread_attr_t, pthread_t, size_t, timespec};
 
 use crate::gate::emulating;
 use crate::hook::hook;
+use handle::Gone;
 
 pub mod cancel;
+pub mod cputime;
 pub mod exit;
+mod handle;
 pub mod keys;
 pub mod names;
 pub mod once;
+pub mod sched;
 
 pub(crate) use names::{name_for_monitor, name_of};
 
@@ -46,31 +60,90 @@ extern "C" {
     fn pthread_attr_getstackaddr(a: *const pthread_attr_t, addr: *mut *mut c_void) -> c_int;
 }
 
+/// The join bookkeeping's name for the root context (handles are tagged,
+/// so never this).
+const ROOT_ID: usize = 1;
+/// ... and for a fiber not made by `pthread_create` (nobody can join it).
+const UNTRACKED: usize = 2;
+
 /// Our side of a `pthread_t` made by `pthread_create`.
 pub(crate) struct Record {
-    task: RefCell<Option<Rc<hub::Task>>>,
+    /// The `pthread_t` ([`handle`]).
+    handle: usize,
+    task: Rc<hub::Task>,
     retval: Cell<*mut c_void>,
     detached: Cell<bool>,
-    joining: Cell<bool>,
+    /// Who joins this thread now (0: nobody; a handle, [`ROOT_ID`] or
+    /// [`UNTRACKED`]).
+    joined_by: Cell<usize>,
+    /// Whom this thread is joining now (0: nobody), to find joiner cycles.
+    joins: Cell<usize>,
     name: RefCell<[u8; 16]>,
     cancel: cancel::State,
+    /// Its exit has begun (cleanup handlers, destructors).
     exiting: Cell<bool>,
-    /// `pthread_cleanup_push` buffers, innermost last.
+    /// Its exit is complete: only a join or detach is left to happen.
+    ended: Cell<bool>,
+    /// `pthread_cleanup_push` buffers, innermost last (and [`once`]'s
+    /// markers for init routines in progress).
     cleanup: RefCell<Vec<usize>>,
     stack_top: Cell<usize>,
     stack_size: Cell<usize>,
+    sched: sched::Sched,
+    /// A CPU set given with `pthread_setaffinity_np` (bytes as given).
+    affinity: RefCell<Option<Vec<u8>>>,
+}
+
+/// The registry's hasher: keys are handles, distinct serial numbers, so a
+/// multiply spreads them well (no SipHash on every look-up).
+#[derive(Default)]
+struct HandleHasher(u64);
+
+impl Hasher for HandleHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type Registry = HashMap<usize, Rc<Record>, BuildHasherDefault<HandleHasher>>;
+
+/// The root context's side of joins: the root can be joined by its fibers
+/// (it ends with `pthread_exit`) and can join them.
+#[derive(Default)]
+struct Root {
+    joins: Cell<usize>,
+    joined_by: Cell<usize>,
+    /// The value of the root's `pthread_exit`, once it was called.
+    exited: Cell<Option<usize>>,
+    /// A fiber has joined the root.
+    joined: Cell<bool>,
 }
 
 thread_local! {
-    static REGISTRY: RefCell<HashMap<usize, Rc<Record>>> = RefCell::new(HashMap::new());
+    static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
+    static ROOT: Root = Root::default();
 }
 
 fn lookup(t: pthread_t) -> Option<Rc<Record>> {
     REGISTRY.with(|r| r.borrow().get(&(t as usize)).cloned())
 }
 
-fn unregister(t: usize) {
-    let rec = REGISTRY.with(|r| r.borrow_mut().remove(&t));
+/// Forgets a record (joined, or detached and ended).
+fn unregister(h: usize, fate: Gone) {
+    let rec = REGISTRY.with(|r| r.borrow_mut().remove(&h));
+    if fate == Gone::Detached {
+        handle::ended_detached(h);
+    }
     drop(rec);
 }
 
@@ -79,18 +152,84 @@ fn current_record() -> Option<Rc<Record>> {
     if !hub::in_fiber() {
         return None;
     }
-    let u = hub::current().user();
-    if u == 0 {
-        return None;
+    match hub::current_user() {
+        Some(u) if u != 0 => lookup(u as pthread_t),
+        _ => None,
     }
-    lookup(u as pthread_t)
 }
 
-fn task_of(rec: &Record) -> Rc<hub::Task> {
-    rec.task
-        .borrow()
-        .clone()
-        .expect("greenhook: pthread record without a task")
+/// The caller, as the join bookkeeping names it.
+fn self_id() -> usize {
+    if !hub::in_fiber() {
+        return ROOT_ID;
+    }
+    match hub::current_user() {
+        Some(u) if u != 0 => u,
+        _ => UNTRACKED,
+    }
+}
+
+/// Whom `id` is joining now (0: nobody).
+fn joins_of(id: usize) -> usize {
+    match id {
+        ROOT_ID => ROOT.with(|r| r.joins.get()),
+        UNTRACKED => 0,
+        h => lookup(h as pthread_t).map_or(0, |r| r.joins.get()),
+    }
+}
+
+fn set_joins(id: usize, target: usize) {
+    match id {
+        ROOT_ID => ROOT.with(|r| r.joins.set(target)),
+        UNTRACKED => {}
+        h => {
+            if let Some(r) = lookup(h as pthread_t) {
+                r.joins.set(target)
+            }
+        }
+    }
+}
+
+/// Whether `target` is (through a chain of joiners) waiting for `me`: a
+/// join of `target` by `me` would never end.
+fn waits_for(target: usize, me: usize) -> bool {
+    let mut x = target;
+    // A chain is at most as long as the number of threads; the bound only
+    // guards against a cycle that does not include `me`, which cannot form.
+    for _ in 0..1_000_000 {
+        x = joins_of(x);
+        if x == 0 {
+            return false;
+        }
+        if x == me {
+            return true;
+        }
+    }
+    false
+}
+
+/// What a `pthread_t` given to us names (see the module docs).
+enum Target {
+    /// One of our threads, in the registry (it may have ended, unjoined).
+    Fiber(Rc<Record>),
+    /// One of our handles whose thread is gone, or garbage.
+    Gone(Gone),
+    /// glibc's: for the real function.
+    Real,
+}
+
+fn resolve(t: pthread_t) -> Target {
+    if handle::is_ours(t) {
+        return match lookup(t) {
+            Some(rec) => Target::Fiber(rec),
+            None => Target::Gone(handle::gone(t as usize)),
+        };
+    }
+    if !emulating() || handle::foreign_valid(t) {
+        Target::Real
+    } else {
+        Target::Gone(Gone::Never)
+    }
 }
 
 /// The default stack size glibc reports for a fresh attribute object.
@@ -113,8 +252,8 @@ fn default_attr_stack() -> usize {
     d
 }
 
-fn fiber_main(key: usize, f: Start, arg: usize, user_stack: Option<(usize, usize)>) {
-    if let Some(rec) = lookup(key as pthread_t) {
+fn fiber_main(h: usize, f: Start, arg: usize, user_stack: Option<(usize, usize)>) {
+    if let Some(rec) = lookup(h as pthread_t) {
         // Report exactly what the caller gave, else the fiber's usable range.
         let (lo, hi) = match user_stack {
             Some((lo, len)) => (lo, lo + len),
@@ -124,72 +263,186 @@ fn fiber_main(key: usize, f: Start, arg: usize, user_stack: Option<(usize, usize
         rec.stack_size.set(hi - lo);
     }
     let r = f(arg as *mut c_void);
-    exit::finish(key, r);
+    exit::finish(h, r);
 }
 
+/// How long a join may wait.
 enum JoinMode {
+    /// `pthread_join`: until the thread ends.
     Block,
+    /// `pthread_tryjoin_np`: not at all.
     Try,
-    Until(Option<Instant>),
+    /// `pthread_timedjoin_np`/`pthread_clockjoin_np`: until this time,
+    /// read only if there is a wait.
+    Until(clockid_t, *const timespec),
 }
 
-/// The joins, in glibc's order of answers: `pthread_tryjoin_np` on a thread
-/// still running is `EBUSY` before anything else; then a detached thread is
-/// `EINVAL`, joining oneself `EDEADLK` (even while another thread joins
-/// us), and a second joiner `EINVAL`. (Two threads joining each other
-/// wait forever, as with glibc 2.36, unless the hub finds that nothing at
-/// all can run: then the deadlock report.)
-fn join_rec(rec: Rc<Record>, t: pthread_t, r: *mut *mut c_void, mode: JoinMode) -> c_int {
-    let task = task_of(&rec);
-    if matches!(mode, JoinMode::Try) && !task.is_finished() {
+impl JoinMode {
+    /// The deadline of a join that has to wait.
+    fn deadline(&self) -> Result<Option<std::time::Instant>, c_int> {
+        match *self {
+            JoinMode::Until(clock, ts) => crate::deadline::absolute(clock, ts),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// Waits, as `me`, until `target` ended, with `wait` (a join of a fiber,
+/// or of the root). Marks the join for cycle detection meanwhile and
+/// is a cancellation point: an interrupted wait acts on a pending cancel
+/// (with the marks cleared, so a cancelled joiner leaves no trace) and
+/// otherwise waits on. `Ok` when it ended, `Err(ETIMEDOUT)` when the time
+/// passed.
+fn wait_joined(
+    me: usize,
+    target: usize,
+    mode: &JoinMode,
+    wait: impl Fn(Option<std::time::Instant>) -> hub::Wake,
+) -> Result<(), c_int> {
+    let deadline = mode.deadline()?;
+    crate::cancel_point();
+    loop {
+        set_joins(me, target);
+        let why = wait(deadline);
+        set_joins(me, 0);
+        match why {
+            hub::Wake::Ready => return Ok(()),
+            hub::Wake::TimedOut => return Err(libc::ETIMEDOUT),
+            hub::Wake::Interrupted | hub::Wake::Closed => crate::cancel_point(),
+        }
+    }
+}
+
+/// The joins of a fiber, in glibc's order of answers: `pthread_tryjoin_np`
+/// on a thread still running is `EBUSY` before anything else; then a
+/// detached thread is `EINVAL`; joining oneself, or a thread that is
+/// (through others) joining us, `EDEADLK` (glibc 2.36 detects only the
+/// first and hangs in a cycle); and a second joiner `EINVAL`.
+fn join_fiber(rec: Rc<Record>, r: *mut *mut c_void, mode: JoinMode) -> c_int {
+    if matches!(mode, JoinMode::Try) && !rec.ended.get() {
         return libc::EBUSY;
     }
     if rec.detached.get() {
         return libc::EINVAL;
     }
-    if current_record().is_some_and(|me| Rc::ptr_eq(&me, &rec)) {
+    let me = self_id();
+    if me == rec.handle || waits_for(rec.handle, me) {
         return libc::EDEADLK;
     }
-    if rec.joining.get() {
+    if rec.joined_by.get() != 0 {
         return libc::EINVAL;
     }
-    match mode {
-        JoinMode::Try => {}
-        JoinMode::Block => {
-            crate::cancel_point();
-            rec.joining.set(true);
-            hub::join(&task);
-        }
-        JoinMode::Until(d) => {
-            rec.joining.set(true);
-            let done = match d {
-                Some(d) => hub::join_until(&task, d),
-                None => {
-                    hub::join(&task);
-                    true
-                }
+    let h = rec.handle;
+    if !rec.ended.get() {
+        // Only the handle is held across the wait's cancellation points:
+        // a cancelled joiner's frames are never unwound, and a reference
+        // kept there would leak the record and the fiber's stack.
+        drop(rec);
+        let waited = wait_joined(me, h, &mode, |d| {
+            let Some(task) = lookup(h as pthread_t).map(|rec| {
+                rec.joined_by.set(me);
+                rec.task.clone()
+            }) else {
+                return hub::Wake::Ready;
             };
-            if !done {
-                rec.joining.set(false);
-                return libc::ETIMEDOUT;
+            let w = hub::join_interruptible(&task, d);
+            // A cancelled joiner is no longer joining (glibc's cleanup
+            // handler does the same).
+            if let Some(rec) = lookup(h as pthread_t) {
+                rec.joined_by.set(0);
             }
+            w
+        });
+        if let Err(e) = waited {
+            return e;
         }
     }
+    let Some(rec) = lookup(h as pthread_t) else {
+        return libc::ESRCH;
+    };
     if !r.is_null() {
         // SAFETY: the caller's out pointer.
         unsafe { *r = rec.retval.get() };
     }
-    unregister(t as usize);
+    unregister(h, Gone::Joined);
     0
 }
 
-fn timed_join(rec: Rc<Record>, t: pthread_t, r: *mut *mut c_void, clock: clockid_t, ts: *const timespec) -> c_int {
-    if task_of(&rec).is_finished() {
-        return join_rec(rec, t, r, JoinMode::Try);
+/// A fiber joins its hub's root, which ends with `pthread_exit` (its
+/// value is the join's). Same order of answers as [`join_fiber`]; a root
+/// already joined is gone (`ESRCH`).
+fn join_root(r: *mut *mut c_void, mode: JoinMode) -> c_int {
+    let (exited, joined, joined_by) = ROOT.with(|s| (s.exited.get(), s.joined.get(), s.joined_by.get()));
+    if joined {
+        return libc::ESRCH;
     }
-    match crate::deadline::absolute(clock, ts) {
-        Ok(d) => join_rec(rec, t, r, JoinMode::Until(d)),
-        Err(e) => e,
+    if matches!(mode, JoinMode::Try) && exited.is_none() {
+        return libc::EBUSY;
+    }
+    let me = self_id();
+    if waits_for(ROOT_ID, me) {
+        return libc::EDEADLK;
+    }
+    if joined_by != 0 {
+        return libc::EINVAL;
+    }
+    let key = ROOT.with(|s| s as *const Root as usize);
+    let waited = wait_joined(me, ROOT_ID, &mode, |d| {
+        ROOT.with(|s| s.joined_by.set(me));
+        let w = loop {
+            match hub::park(key, d, || ROOT.with(|s| s.exited.get().is_none())) {
+                hub::Park::Invalid => break hub::Wake::Ready,
+                hub::Park::Unparked => {}
+                hub::Park::TimedOut => break hub::Wake::TimedOut,
+                hub::Park::Interrupted => break hub::Wake::Interrupted,
+            }
+        };
+        ROOT.with(|s| s.joined_by.set(0));
+        w
+    });
+    if let Err(e) = waited {
+        return e;
+    }
+    let v = ROOT.with(|s| {
+        s.joined.set(true);
+        s.exited.get().unwrap_or(0)
+    });
+    if !r.is_null() {
+        // SAFETY: the caller's out pointer.
+        unsafe { *r = v as *mut c_void };
+    }
+    0
+}
+
+/// Records the root's `pthread_exit` value and wakes a fiber joining it
+/// (for [`exit`]).
+fn root_exited(v: *mut c_void) {
+    let key = ROOT.with(|s| {
+        s.exited.set(Some(v as usize));
+        s as *const Root as usize
+    });
+    hub::unpark(key, usize::MAX);
+}
+
+/// Whether `t` is the root of this hub, joined from one of its fibers.
+fn is_own_root(t: pthread_t) -> bool {
+    // SAFETY: no arguments.
+    hub::in_fiber() && t == unsafe { pthread_self::real() }
+}
+
+/// The body of every join: by what `t` names.
+fn join(t: pthread_t, r: *mut *mut c_void, mode: JoinMode) -> Option<c_int> {
+    match resolve(t) {
+        Target::Fiber(rec) => Some(join_fiber(rec, r, mode)),
+        Target::Gone(g) => Some(match (g, &mode) {
+            // glibc's stale descriptor of a joined thread still reads
+            // "running" to tryjoin.
+            (Gone::Joined, JoinMode::Try) => libc::EBUSY,
+            (Gone::Detached, _) => libc::EINVAL,
+            _ => libc::ESRCH,
+        }),
+        Target::Real if emulating() && is_own_root(t) => Some(join_root(r, mode)),
+        Target::Real => None,
     }
 }
 
@@ -217,6 +470,10 @@ hook! {
                 }
             }
         }
+        let sched = match sched::at_create(attr) {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
         // No size asked for: GREENHOOK_STACK_SIZE if set, else what glibc would
         // give the thread (RLIMIT_STACK, usually 8 MiB). It is address space
         // only: an idle fiber still touches one page.
@@ -225,148 +482,247 @@ hook! {
         } else {
             fiber::stack::env_stack_size().unwrap_or_else(default_attr_stack)
         });
+        let h = handle::new_handle();
+        let arg = arg as usize;
+        let user_stack = opts.user_stack;
+        let task = match hub::spawn(opts, move || fiber_main(h, f, arg, user_stack)) {
+            Ok(task) => task,
+            Err(_) => return libc::EAGAIN,
+        };
+        task.set_user(h);
+        if detached {
+            task.set_detached();
+        }
+        crate::signal::inherit_mask(&task);
         let rec = Rc::new(Record {
-            task: RefCell::new(None),
+            handle: h,
+            task,
             retval: Cell::new(std::ptr::null_mut()),
             detached: Cell::new(detached),
-            joining: Cell::new(false),
+            joined_by: Cell::new(0),
+            joins: Cell::new(0),
             name: RefCell::new(names::inherited()),
             cancel: cancel::State::default(),
             exiting: Cell::new(false),
+            ended: Cell::new(false),
             cleanup: RefCell::new(Vec::new()),
             stack_top: Cell::new(0),
             stack_size: Cell::new(0),
+            sched,
+            affinity: RefCell::new(None),
         });
-        let key = Rc::as_ptr(&rec) as usize;
-        let arg = arg as usize;
-        let user_stack = opts.user_stack;
-        match hub::spawn(opts, move || fiber_main(key, f, arg, user_stack)) {
-            Ok(task) => {
-                task.set_user(key);
-                if detached {
-                    task.set_detached();
-                }
-                *rec.task.borrow_mut() = Some(task);
-                REGISTRY.with(|r| r.borrow_mut().insert(key, rec));
-                // SAFETY: the caller's out pointer.
-                unsafe { *t = key as pthread_t };
-                0
-            }
-            Err(_) => libc::EAGAIN,
-        }
+        REGISTRY.with(|r| r.borrow_mut().insert(h, rec));
+        // SAFETY: the caller's out pointer.
+        unsafe { *t = h as pthread_t };
+        0
     }
 
     /// `pthread_join`.
     [thread] fn pthread_join(t: pthread_t, r: *mut *mut c_void) -> c_int {
-        match lookup(t) {
-            Some(rec) if emulating() => join_rec(rec, t, r, JoinMode::Block),
-            // SAFETY: not ours: forwarded unchanged.
-            _ => unsafe { pthread_join::real(t, r) },
-        }
+        // SAFETY: not ours: forwarded unchanged.
+        join(t, r, JoinMode::Block).unwrap_or_else(|| unsafe { pthread_join::real(t, r) })
     }
 
     /// `pthread_tryjoin_np`.
     [thread] fn pthread_tryjoin_np(t: pthread_t, r: *mut *mut c_void) -> c_int {
-        match lookup(t) {
-            Some(rec) if emulating() => join_rec(rec, t, r, JoinMode::Try),
-            // SAFETY: not ours: forwarded unchanged.
-            _ => unsafe { pthread_tryjoin_np::real(t, r) },
-        }
+        // SAFETY: not ours: forwarded unchanged.
+        join(t, r, JoinMode::Try).unwrap_or_else(|| unsafe { pthread_tryjoin_np::real(t, r) })
     }
 
     /// `pthread_timedjoin_np` (CLOCK_REALTIME).
     [thread] fn pthread_timedjoin_np(t: pthread_t, r: *mut *mut c_void, ts: *const timespec) -> c_int {
-        match lookup(t) {
-            Some(rec) if emulating() => timed_join(rec, t, r, libc::CLOCK_REALTIME, ts),
+        join(t, r, JoinMode::Until(libc::CLOCK_REALTIME, ts))
             // SAFETY: not ours: forwarded unchanged.
-            _ => unsafe { pthread_timedjoin_np::real(t, r, ts) },
-        }
+            .unwrap_or_else(|| unsafe { pthread_timedjoin_np::real(t, r, ts) })
     }
 
     /// `pthread_clockjoin_np`.
     [thread] fn pthread_clockjoin_np(t: pthread_t, r: *mut *mut c_void, c: clockid_t, ts: *const timespec) -> c_int {
-        match lookup(t) {
-            Some(rec) if emulating() => timed_join(rec, t, r, c, ts),
+        join(t, r, JoinMode::Until(c, ts))
             // SAFETY: not ours: forwarded unchanged.
-            _ => unsafe { pthread_clockjoin_np::real(t, r, c, ts) },
-        }
+            .unwrap_or_else(|| unsafe { pthread_clockjoin_np::real(t, r, c, ts) })
     }
 
-    /// `pthread_detach`.
+    /// `pthread_detach`. As in glibc, a thread someone is joining stays
+    /// joinable (and the answer is 0).
     [thread] fn pthread_detach(t: pthread_t) -> c_int {
-        match lookup(t) {
-            Some(rec) if emulating() => {
+        match resolve(t) {
+            Target::Fiber(rec) => {
                 if rec.detached.get() {
                     return libc::EINVAL;
                 }
+                if rec.joined_by.get() != 0 {
+                    return 0;
+                }
                 rec.detached.set(true);
-                let task = task_of(&rec);
-                task.set_detached();
-                if task.is_finished() {
-                    unregister(t as usize);
+                rec.task.set_detached();
+                if rec.ended.get() {
+                    unregister(rec.handle, Gone::Detached);
                 }
                 0
             }
+            Target::Gone(Gone::Detached) => libc::EINVAL,
+            Target::Gone(_) => libc::ESRCH,
             // SAFETY: not ours: forwarded unchanged.
-            _ => unsafe { pthread_detach::real(t) },
+            Target::Real => unsafe { pthread_detach::real(t) },
         }
     }
 
-    /// `pthread_self`: our record inside a pthread fiber, the real one elsewhere.
+    /// `pthread_self`: our handle inside a pthread fiber, the real one elsewhere.
     #[gate(crate::gate::in_fiber_thread())]
     [thread] fn pthread_self() -> pthread_t {
-        match hub::current().user() {
+        match hub::current_user() {
+            Some(u) if u != 0 => u as pthread_t,
             // A fiber not made by pthread_create (the Rust API's).
             // SAFETY: no arguments.
-            0 => unsafe { pthread_self::real() },
-            u => u as pthread_t,
+            _ => unsafe { pthread_self::real() },
         }
     }
 
-    /// `pthread_equal`.
+    /// `pthread_equal`: the values (a handle is never reused, so an ended
+    /// thread's equals no other).
     [thread] fn pthread_equal(a: pthread_t, b: pthread_t) -> c_int {
         (a == b) as c_int
     }
 
-    /// `pthread_getattr_np`: the fiber's stack, guard and detach state.
+    /// `pthread_getattr_np`: the fiber's stack, guard, detach state and
+    /// scheduling; a detached thread that ended gets a fresh detached
+    /// attribute object (glibc reads its stale descriptor), a joined one
+    /// `ESRCH`.
     [thread] fn pthread_getattr_np(t: pthread_t, a: *mut pthread_attr_t) -> c_int {
-        match lookup(t) {
-            Some(rec) if emulating() => {
+        let rec = match resolve(t) {
+            Target::Fiber(rec) => rec,
+            Target::Gone(Gone::Detached) => {
                 // SAFETY: the caller's attribute object, initialised here as glibc does.
                 unsafe {
                     libc::pthread_attr_init(a);
-                    let size = rec.stack_size.get();
-                    let top = rec.stack_top.get();
-                    if size != 0 && top != 0 {
-                        libc::pthread_attr_setstack(a, (top - size) as *mut c_void, size);
-                    }
-                    libc::pthread_attr_setguardsize(a, libc::sysconf(libc::_SC_PAGESIZE) as usize);
-                    let ds = if rec.detached.get() {
-                        libc::PTHREAD_CREATE_DETACHED
-                    } else {
-                        libc::PTHREAD_CREATE_JOINABLE
-                    };
-                    libc::pthread_attr_setdetachstate(a, ds);
+                    libc::pthread_attr_setdetachstate(a, libc::PTHREAD_CREATE_DETACHED);
                 }
-                0
+                return 0;
             }
+            Target::Gone(_) => return libc::ESRCH,
             // SAFETY: not ours: forwarded unchanged.
-            _ => unsafe { pthread_getattr_np::real(t, a) },
+            Target::Real => return unsafe { pthread_getattr_np::real(t, a) },
+        };
+        // SAFETY: the caller's attribute object, initialised here as glibc does.
+        unsafe {
+            libc::pthread_attr_init(a);
+            let size = rec.stack_size.get();
+            let top = rec.stack_top.get();
+            if size != 0 && top != 0 {
+                libc::pthread_attr_setstack(a, (top - size) as *mut c_void, size);
+            }
+            libc::pthread_attr_setguardsize(a, libc::sysconf(libc::_SC_PAGESIZE) as usize);
+            let ds = if rec.detached.get() {
+                libc::PTHREAD_CREATE_DETACHED
+            } else {
+                libc::PTHREAD_CREATE_JOINABLE
+            };
+            libc::pthread_attr_setdetachstate(a, ds);
         }
+        sched::fill_attr(&rec, a);
+        0
     }
 
-    /// `pthread_kill`: signal 0 checks existence; others go to the OS thread.
+    /// `pthread_kill`: signal 0 checks existence; others go to the OS
+    /// thread ([`crate::signal::kill_fiber`]). A thread that ended gets
+    /// nothing and the answer is 0, as glibc's.
     [signal] fn pthread_kill(t: pthread_t, sig: c_int) -> c_int {
-        match lookup(t) {
-            Some(rec) if emulating() => {
+        match resolve(t) {
+            Target::Real => {
+                // SAFETY: not ours: forwarded unchanged.
+                return unsafe { pthread_kill::real(t, sig) };
+            }
+            _ if internal_signal(sig) => libc::EINVAL,
+            Target::Fiber(rec) if !rec.ended.get() => {
                 if sig == 0 {
                     0
                 } else {
-                    crate::signal::kill_fiber(&task_of(&rec), sig)
+                    crate::signal::kill_fiber(&rec.task, sig)
                 }
             }
-            // SAFETY: not ours: forwarded unchanged.
-            _ => unsafe { pthread_kill::real(t, sig) },
+            Target::Fiber(_) | Target::Gone(Gone::Joined | Gone::Detached) => 0,
+            Target::Gone(Gone::Never) => libc::ESRCH,
         }
     }
+
+    /// `pthread_sigqueue`: to a live fiber, queued to our OS thread with its
+    /// value (the handler runs at once, as for [`pthread_kill`]); a thread
+    /// that ended is `ESRCH`, before the signal is looked at, as in glibc.
+    [signal] fn pthread_sigqueue(t: pthread_t, sig: c_int, v: libc::sigval) -> c_int {
+        match resolve(t) {
+            Target::Fiber(rec) if !rec.ended.get() => {
+                if internal_signal(sig) {
+                    libc::EINVAL
+                } else {
+                    // SAFETY: our own OS thread's real handle.
+                    unsafe { pthread_sigqueue::real(pthread_self::real(), sig, v) }
+                }
+            }
+            Target::Fiber(_) | Target::Gone(_) => libc::ESRCH,
+            // SAFETY: not ours: forwarded unchanged.
+            Target::Real => unsafe { pthread_sigqueue::real(t, sig, v) },
+        }
+    }
+
+    /// `pthread_getaffinity_np`: the set given to the fiber, else its OS
+    /// thread's. glibc asks the kernel about a thread that ended with tid 0
+    /// (the caller: an answer) or, once joined, -1 (`ESRCH`); so do we.
+    [thread] fn pthread_getaffinity_np(t: pthread_t, n: size_t, set: *mut cpu_set_t) -> c_int {
+        let given = match resolve(t) {
+            Target::Fiber(rec) => rec.affinity.borrow().clone(),
+            Target::Gone(Gone::Detached) => None,
+            Target::Gone(_) => return libc::ESRCH,
+            // SAFETY: not ours: forwarded unchanged.
+            Target::Real => return unsafe { pthread_getaffinity_np::real(t, n, set) },
+        };
+        // The kernel's checks of the caller's buffer, and the OS thread's set.
+        // SAFETY: our own OS thread's real handle; the caller's buffer.
+        let r = unsafe { pthread_getaffinity_np::real(pthread_self::real(), n, set) };
+        if let (0, Some(g)) = (r, given) {
+            // SAFETY: the caller's buffer holds `n` bytes.
+            let out = unsafe { std::slice::from_raw_parts_mut(set.cast::<u8>(), n) };
+            out.fill(0);
+            let k = g.len().min(n);
+            out[..k].copy_from_slice(&g[..k]);
+        }
+        r
+    }
+
+    /// `pthread_setaffinity_np`: kept per fiber (all fibers of a hub run on
+    /// its one OS thread, whose own affinity is left alone); `EINVAL` for a
+    /// set with no CPU the OS thread may use, as the kernel answers.
+    [thread] fn pthread_setaffinity_np(t: pthread_t, n: size_t, set: *const cpu_set_t) -> c_int {
+        let rec = match resolve(t) {
+            Target::Fiber(rec) => rec,
+            Target::Gone(Gone::Detached) => return 0,
+            Target::Gone(_) => return libc::ESRCH,
+            // SAFETY: not ours: forwarded unchanged.
+            Target::Real => return unsafe { pthread_setaffinity_np::real(t, n, set) },
+        };
+        if set.is_null() {
+            return libc::EFAULT;
+        }
+        // SAFETY: the caller's set of `n` bytes.
+        let want = unsafe { std::slice::from_raw_parts(set.cast::<u8>(), n) };
+        // SAFETY: a zeroed cpu_set_t is valid; our own OS thread's handle.
+        let mut allowed: cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        unsafe { pthread_getaffinity_np::real(pthread_self::real(), std::mem::size_of::<cpu_set_t>(), &mut allowed) };
+        // SAFETY: cpu_set_t is plain bytes.
+        let allowed = unsafe {
+            std::slice::from_raw_parts((&allowed as *const cpu_set_t).cast::<u8>(), std::mem::size_of::<cpu_set_t>())
+        };
+        if !want.iter().zip(allowed).any(|(w, a)| w & a != 0) {
+            return libc::EINVAL;
+        }
+        *rec.affinity.borrow_mut() = Some(want.to_vec());
+        0
+    }
+}
+
+/// glibc's internal signals (cancellation, set*id), which `pthread_kill`
+/// and `pthread_sigqueue` refuse.
+fn internal_signal(sig: c_int) -> bool {
+    sig == 32 || sig == 33
 }

@@ -5,8 +5,8 @@
 
 use libc::{c_char, c_int, pthread_t, size_t};
 
-use super::{current_record, lookup, pthread_self, REGISTRY};
-use crate::gate::emulating;
+use super::handle::Gone;
+use super::{current_record, lookup, pthread_self, resolve, Target, REGISTRY};
 use crate::hook::hook;
 
 /// The name a new thread starts with: its creator's (Linux copies `comm`),
@@ -57,32 +57,49 @@ pub(crate) fn name_of(key: usize) -> Option<String> {
 }
 
 hook! {
-    /// `pthread_setname_np`: ERANGE for names of 16 bytes or more, like glibc.
+    /// `pthread_setname_np`: `ERANGE` for names of 16 bytes or more, like
+    /// glibc, before anything else; a thread that ended is `ENOENT` (glibc
+    /// finds no `/proc/self/task/<tid>/comm` for it).
     [thread] fn pthread_setname_np(t: pthread_t, name: *const c_char) -> c_int {
-        match lookup(t) {
-            Some(rec) if emulating() => {
-                // SAFETY: the caller's NUL-terminated name.
-                let n = unsafe { std::ffi::CStr::from_ptr(name) }.to_bytes();
-                if n.len() >= 16 {
-                    return libc::ERANGE;
-                }
+        let rec = match resolve(t) {
+            Target::Real => {
+                // SAFETY: not ours: forwarded unchanged.
+                return unsafe { pthread_setname_np::real(t, name) };
+            }
+            target => target,
+        };
+        // SAFETY: the caller's NUL-terminated name.
+        let n = unsafe { std::ffi::CStr::from_ptr(name) }.to_bytes();
+        if n.len() >= 16 {
+            return libc::ERANGE;
+        }
+        match rec {
+            Target::Fiber(rec) if !rec.ended.get() => {
                 let mut buf = [0u8; 16];
                 buf[..n.len()].copy_from_slice(n);
                 *rec.name.borrow_mut() = buf;
                 0
             }
-            // SAFETY: not ours: forwarded unchanged.
-            _ => unsafe { pthread_setname_np::real(t, name) },
+            Target::Gone(Gone::Never) => libc::ESRCH,
+            _ => libc::ENOENT,
         }
     }
 
-    /// `pthread_getname_np`: ERANGE when `len` < 16, like glibc.
+    /// `pthread_getname_np`: `ERANGE` when `len` < 16, like glibc, before
+    /// anything else; a thread that ended is `ENOENT`.
     [thread] fn pthread_getname_np(t: pthread_t, buf: *mut c_char, len: size_t) -> c_int {
-        match lookup(t) {
-            Some(rec) if emulating() => {
-                if len < 16 {
-                    return libc::ERANGE;
-                }
+        let rec = match resolve(t) {
+            Target::Real => {
+                // SAFETY: not ours: forwarded unchanged.
+                return unsafe { pthread_getname_np::real(t, buf, len) };
+            }
+            target => target,
+        };
+        if len < 16 {
+            return libc::ERANGE;
+        }
+        match rec {
+            Target::Fiber(rec) if !rec.ended.get() => {
                 let name = *rec.name.borrow();
                 // SAFETY: the caller's buffer holds at least 16 bytes.
                 unsafe { std::ptr::copy_nonoverlapping(name.as_ptr(), buf.cast(), 16) };
@@ -90,8 +107,8 @@ hook! {
                 unsafe { *buf.add(15) = 0 };
                 0
             }
-            // SAFETY: not ours: forwarded unchanged.
-            _ => unsafe { pthread_getname_np::real(t, buf, len) },
+            Target::Gone(Gone::Never) => libc::ESRCH,
+            _ => libc::ENOENT,
         }
     }
 }

@@ -1,23 +1,95 @@
 //! `pthread_once`: a fiber arriving while another runs the init routine
 //! parks until it is done. Same states as glibc (0, 1 = running, 2 = done),
 //! so a `pthread_once_t` that glibc has already run stays done.
+//!
+//! An init routine that does not return (its thread is cancelled in it, or
+//! calls `pthread_exit`) leaves the object as if `pthread_once` had never
+//! been called, as POSIX asks and glibc does with a cleanup handler, and
+//! wakes the waiters, one of which runs it again. Here the pthread fiber
+//! running it has a marker in its cleanup chain (the object's address with
+//! bit 0 set: a `pthread_once_t` is 4-aligned, cleanup buffers 8-aligned),
+//! which [`exit`](super::exit) meets in order among the real handlers; the
+//! root keeps its own list for its `pthread_exit`.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use libc::{c_int, pthread_once_t};
 
+use super::current_record;
 use crate::gate::emulating;
 use crate::hook::hook;
 
 const IN_PROGRESS: i32 = 1;
 const DONE: i32 = 2;
 
+thread_local! {
+    /// Objects whose init routine the root is running, innermost last.
+    static ROOT_RUNNING: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The state word of the object at `o`.
+fn word<'a>(o: usize) -> &'a AtomicI32 {
+    // SAFETY: `o` is the address of a caller's pthread_once_t, a 4-aligned
+    // int that outlives the call (and the markers, which end with it).
+    unsafe { &*(o as *const AtomicI32) }
+}
+
+/// Whether a cleanup-chain entry is a marker of ours.
+pub(super) fn is_marker(entry: usize) -> bool {
+    entry & 1 != 0
+}
+
+/// Undoes the init routine in progress that `marker` names.
+pub(super) fn abandon(marker: usize) {
+    reset(marker & !1);
+}
+
+/// Undoes every init routine the root is running (its `pthread_exit`).
+pub(super) fn abandon_root() {
+    for o in ROOT_RUNNING.with(|r| r.take()).into_iter().rev() {
+        reset(o);
+    }
+}
+
+/// Back to "never called", and the waiters woken: one runs it again.
+fn reset(o: usize) {
+    word(o).store(0, Ordering::Release);
+    hub::unpark(o, usize::MAX);
+}
+
+/// Runs `f` as `o`'s init routine, marked as in progress for the exit path.
+fn run_init(o: usize, f: extern "C" fn()) {
+    let rec = current_record();
+    match &rec {
+        Some(r) => r.cleanup.borrow_mut().push(o | 1),
+        None if !hub::in_fiber() => ROOT_RUNNING.with(|r| r.borrow_mut().push(o)),
+        None => {}
+    }
+    f();
+    match &rec {
+        Some(r) => {
+            let mut c = r.cleanup.borrow_mut();
+            if let Some(i) = c.iter().rposition(|&b| b == o | 1) {
+                c.remove(i);
+            }
+        }
+        None if !hub::in_fiber() => ROOT_RUNNING.with(|r| {
+            let mut r = r.borrow_mut();
+            if let Some(i) = r.iter().rposition(|&b| b == o) {
+                r.remove(i);
+            }
+        }),
+        None => {}
+    }
+}
+
 hook! {
     /// `pthread_once`.
     #[gate(emulating())]
     [thread] fn pthread_once(o: *mut pthread_once_t, f: extern "C" fn()) -> c_int {
-        // SAFETY: pthread_once_t is a 4-aligned int.
-        let w = unsafe { &*(o as *const AtomicI32) };
+        let key = o as usize;
+        let w = word(key);
         loop {
             let s = w.load(Ordering::Acquire);
             if s & DONE != 0 {
@@ -27,17 +99,20 @@ hook! {
                 if w.compare_exchange(0, IN_PROGRESS, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
                 {
-                    f();
+                    run_init(key, f);
                     w.store(DONE, Ordering::Release);
-                    hub::unpark(o as usize, usize::MAX);
+                    hub::unpark(key, usize::MAX);
                     return 0;
                 }
                 continue;
             }
-            hub::park(o as usize, None, || {
+            let parked = hub::park(key, None, || {
                 let s = w.load(Ordering::Relaxed);
                 s != 0 && s & DONE == 0
             });
+            if parked == hub::Park::Interrupted {
+                super::cancel::async_point();
+            }
         }
     }
 }

@@ -1,0 +1,393 @@
+//! Scheduling policy and priority, per fiber.
+//!
+//! The kernel keeps them per thread; all fibers of a hub share one OS
+//! thread, so each fiber's are kept in its record and the OS thread's are
+//! left alone: `pthread_getschedparam`, `pthread_setschedparam` and
+//! `pthread_setschedprio` on a fiber read and write its record, with the
+//! kernel's answers (`EINVAL` for a policy or priority out of range,
+//! `EPERM` where the kernel would refuse an unprivileged caller: a
+//! real-time policy beyond `RLIMIT_RTPRIO` without `CAP_SYS_NICE`, or
+//! leaving `SCHED_IDLE` beyond `RLIMIT_NICE`). A new thread gets its
+//! creator's, or with `PTHREAD_EXPLICIT_SCHED` the attribute's, checked the
+//! same way. The root's own stay the OS thread's (real calls).
+//!
+//! Nothing here changes how fibers are scheduled (the run queue is FIFO);
+//! lock waiters can be ordered by [`current_priority`], and
+//! [`priorities_differ`] says whether that is worth the look.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use libc::{c_int, pthread_attr_t, pthread_t, sched_param};
+
+use super::{current_record, resolve, Record, Target, REGISTRY};
+use crate::hook::hook;
+
+/// `SCHED_RESET_ON_FORK`, which may be or'ed into a policy.
+const RESET_ON_FORK: c_int = 0x4000_0000;
+/// Linux's `CAP_SYS_NICE`.
+const CAP_SYS_NICE: u32 = 23;
+
+/// Some context's priority is not 0 (or was once).
+static DIFFER: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// The root's policy and priority, once read (real calls).
+    static ROOT: Cell<Option<(c_int, c_int)>> = const { Cell::new(None) };
+}
+
+/// A fiber's policy and priority: `None` while they are the root's (it
+/// was created by the root and nobody set them), so that creating a
+/// thread asks the kernel nothing. Before the root's change, every `None`
+/// is pinned to the old value.
+#[derive(Default)]
+pub(crate) struct Sched(Cell<Option<(c_int, c_int)>>);
+
+impl Sched {
+    fn get(&self) -> (c_int, c_int) {
+        self.0.get().unwrap_or_else(root)
+    }
+
+    fn set(&self, v: (c_int, c_int)) {
+        note(v);
+        self.0.set(Some(v));
+    }
+}
+
+fn note(v: (c_int, c_int)) {
+    if v.1 != 0 {
+        DIFFER.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The root's policy and priority (the OS thread's), read once.
+fn root() -> (c_int, c_int) {
+    ROOT.with(|r| {
+        r.get().unwrap_or_else(|| {
+            let v = read_real();
+            note(v);
+            r.set(Some(v));
+            v
+        })
+    })
+}
+
+fn read_real() -> (c_int, c_int) {
+    let (mut p, mut sp) = (0, sched_param { sched_priority: 0 });
+    // SAFETY: our own OS thread's real handle; valid out pointers.
+    unsafe { pthread_getschedparam::real(super::pthread_self::real(), &mut p, &mut sp) };
+    (p, sp.sched_priority)
+}
+
+/// Whether two contexts may have different priorities: false until a
+/// program gives one a priority other than 0. One atomic load, for lock
+/// waiters' fast paths.
+pub(crate) fn priorities_differ() -> bool {
+    DIFFER.load(Ordering::Relaxed)
+}
+
+/// The calling context's scheduling priority (`sched_priority`: 1–99 for
+/// `SCHED_FIFO`/`SCHED_RR`, 0 otherwise): what lock waiters are ordered by.
+pub(crate) fn current_priority() -> c_int {
+    match current_record() {
+        Some(rec) => rec.sched.get().1,
+        None => root().1,
+    }
+}
+
+/// `EINVAL` for a policy the kernel does not know or a priority out of
+/// its range.
+fn check(policy: c_int, prio: c_int) -> Result<(), c_int> {
+    let base = policy & !RESET_ON_FORK;
+    if ![
+        libc::SCHED_OTHER,
+        libc::SCHED_FIFO,
+        libc::SCHED_RR,
+        libc::SCHED_BATCH,
+        libc::SCHED_IDLE,
+    ]
+    .contains(&base)
+    {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: plain integer arguments.
+    let (lo, hi) = unsafe { (libc::sched_get_priority_min(base), libc::sched_get_priority_max(base)) };
+    if prio < lo || prio > hi {
+        return Err(libc::EINVAL);
+    }
+    Ok(())
+}
+
+fn rlimit(which: libc::__rlimit_resource_t) -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a valid out pointer.
+    unsafe { libc::getrlimit(which, &mut r) };
+    r.rlim_cur
+}
+
+/// Whether the process holds `CAP_SYS_NICE` (effective).
+fn cap_sys_nice() -> bool {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: c_int,
+    }
+    let hdr = Header {
+        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+        pid: 0,
+    };
+    // Two of {effective, permitted, inheritable}.
+    let mut data = [0u32; 6];
+    // SAFETY: the kernel reads the header and writes the two data entries.
+    let r = unsafe {
+        crate::futex::syscall::real(
+            libc::SYS_capget,
+            &hdr as *const Header as libc::c_long,
+            data.as_mut_ptr() as libc::c_long,
+            0,
+            0,
+            0,
+            0,
+        )
+    };
+    r == 0 && data[0] & (1 << CAP_SYS_NICE) != 0
+}
+
+/// Whether the kernel would let an unprivileged thread at `cur` move to
+/// `new` (the checks of `__sched_setscheduler`; `EPERM` otherwise).
+fn permitted(cur: (c_int, c_int), new: (c_int, c_int)) -> bool {
+    let rt = |p: c_int| matches!(p & !RESET_ON_FORK, libc::SCHED_FIFO | libc::SCHED_RR);
+    let base = |p: c_int| p & !RESET_ON_FORK;
+    let mut ok = true;
+    if rt(new.0) {
+        let rlim = rlimit(libc::RLIMIT_RTPRIO);
+        let cur_rt = if rt(cur.0) { cur.1 } else { 0 };
+        if base(new.0) != base(cur.0) && rlim == 0 {
+            ok = false;
+        }
+        if new.1 > cur_rt && new.1 as u64 > rlim {
+            ok = false;
+        }
+    }
+    if base(cur.0) == libc::SCHED_IDLE && base(new.0) != libc::SCHED_IDLE {
+        // Leaving SCHED_IDLE is a raise to the thread's nice level.
+        // SAFETY: plain arguments; errno is not looked at.
+        let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        if (20 - i64::from(nice)) as u64 > rlimit(libc::RLIMIT_NICE) {
+            ok = false;
+        }
+    }
+    ok || cap_sys_nice()
+}
+
+/// Moves `rec` to `new`: the kernel's checks, then the record.
+fn change(rec: &Record, new: (c_int, c_int)) -> c_int {
+    if let Err(e) = check(new.0, new.1) {
+        return e;
+    }
+    if !permitted(rec.sched.get(), new) {
+        return libc::EPERM;
+    }
+    rec.sched.set(new);
+    0
+}
+
+/// A new thread's policy and priority: its creator's, or with
+/// `PTHREAD_EXPLICIT_SCHED` the attribute's (which must be valid and
+/// allowed: `EINVAL`, `EPERM`, as glibc's `pthread_create` answers).
+pub(super) fn at_create(attr: *const pthread_attr_t) -> Result<Sched, c_int> {
+    let inherited = current_record().and_then(|r| r.sched.0.get());
+    if attr.is_null() {
+        return Ok(Sched(Cell::new(inherited)));
+    }
+    let (mut inherit, mut policy) = (0, 0);
+    let mut sp = sched_param { sched_priority: 0 };
+    // SAFETY: the caller's initialised attribute object; valid out pointers.
+    unsafe {
+        libc::pthread_attr_getinheritsched(attr, &mut inherit);
+        libc::pthread_attr_getschedpolicy(attr, &mut policy);
+        libc::pthread_attr_getschedparam(attr, &mut sp);
+    }
+    if inherit != libc::PTHREAD_EXPLICIT_SCHED {
+        return Ok(Sched(Cell::new(inherited)));
+    }
+    let new = (policy, sp.sched_priority);
+    check(new.0, new.1)?;
+    let creator = inherited.unwrap_or_else(root);
+    if !permitted(creator, new) {
+        return Err(libc::EPERM);
+    }
+    note(new);
+    Ok(Sched(Cell::new(Some(new))))
+}
+
+/// Writes `rec`'s policy and priority into an attribute object
+/// (`pthread_getattr_np`).
+pub(super) fn fill_attr(rec: &Record, a: *mut pthread_attr_t) {
+    let (policy, prio) = rec.sched.get();
+    // SAFETY: the caller's initialised attribute object; the values were
+    // checked when they were set (the attribute takes OTHER, FIFO and RR
+    // only, and refuses the others unchanged).
+    unsafe {
+        libc::pthread_attr_setschedpolicy(a, policy & !RESET_ON_FORK);
+        libc::pthread_attr_setschedparam(a, &sched_param { sched_priority: prio });
+    }
+}
+
+/// The root changes its own (real) policy or priority: every fiber that
+/// had "the root's" keeps the old value, and the cache is dropped.
+fn root_changing() {
+    let old = root();
+    REGISTRY.with(|r| {
+        for rec in r.borrow().values() {
+            if rec.sched.0.get().is_none() {
+                rec.sched.0.set(Some(old));
+            }
+        }
+    });
+    ROOT.with(|r| r.set(None));
+}
+
+/// Whether `t` is the OS thread running the caller (the root of this hub).
+fn is_own_thread(t: pthread_t) -> bool {
+    // SAFETY: no arguments.
+    t == unsafe { super::pthread_self::real() }
+}
+
+hook! {
+    /// `pthread_getschedparam`: a fiber's own; `ESRCH` once it ended.
+    [thread] fn pthread_getschedparam(t: pthread_t, policy: *mut c_int, param: *mut sched_param) -> c_int {
+        match resolve(t) {
+            Target::Fiber(rec) if !rec.ended.get() => {
+                let (p, prio) = rec.sched.get();
+                // SAFETY: the caller's out pointers.
+                unsafe {
+                    *policy = p;
+                    (*param).sched_priority = prio;
+                }
+                0
+            }
+            Target::Fiber(_) | Target::Gone(_) => libc::ESRCH,
+            // SAFETY: not ours: forwarded unchanged.
+            Target::Real => unsafe { pthread_getschedparam::real(t, policy, param) },
+        }
+    }
+
+    /// `pthread_setschedparam`: a fiber's own, with the kernel's checks.
+    [thread] fn pthread_setschedparam(t: pthread_t, policy: c_int, param: *const sched_param) -> c_int {
+        match resolve(t) {
+            Target::Fiber(rec) if !rec.ended.get() => {
+                // SAFETY: the caller's parameter.
+                let prio = unsafe { (*param).sched_priority };
+                change(&rec, (policy, prio))
+            }
+            Target::Fiber(_) | Target::Gone(_) => libc::ESRCH,
+            Target::Real if crate::gate::emulating() && is_own_thread(t) => {
+                root_changing();
+                // SAFETY: forwarded unchanged.
+                unsafe { pthread_setschedparam::real(t, policy, param) }
+            }
+            // SAFETY: not ours: forwarded unchanged.
+            Target::Real => unsafe { pthread_setschedparam::real(t, policy, param) },
+        }
+    }
+
+    /// `pthread_setschedprio`: a fiber's priority within its policy.
+    [thread] fn pthread_setschedprio(t: pthread_t, prio: c_int) -> c_int {
+        match resolve(t) {
+            Target::Fiber(rec) if !rec.ended.get() => {
+                let policy = rec.sched.get().0;
+                change(&rec, (policy, prio))
+            }
+            Target::Fiber(_) | Target::Gone(_) => libc::ESRCH,
+            Target::Real if crate::gate::emulating() && is_own_thread(t) => {
+                root_changing();
+                // SAFETY: forwarded unchanged.
+                unsafe { pthread_setschedprio::real(t, prio) }
+            }
+            // SAFETY: not ours: forwarded unchanged.
+            Target::Real => unsafe { pthread_setschedprio::real(t, prio) },
+        }
+    }
+}
+
+/// The calling fiber's record, for the `sched_*` calls on pid 0 (the
+/// calling thread).
+fn own_fiber(pid: libc::pid_t) -> Option<std::rc::Rc<Record>> {
+    if pid != 0 || !crate::gate::emulating() {
+        return None;
+    }
+    current_record()
+}
+
+/// The root changes its own policy or priority with a `sched_*` call.
+fn root_changing_itself(pid: libc::pid_t) {
+    if pid == 0 && crate::gate::emulating() && !hub::in_fiber() {
+        root_changing();
+    }
+}
+
+hook! {
+    /// `sched_getscheduler(2)`: pid 0 in a fiber is the fiber's policy.
+    [thread] fn sched_getscheduler(pid: libc::pid_t) -> c_int {
+        match own_fiber(pid) {
+            Some(rec) => rec.sched.get().0,
+            // SAFETY: forwarded unchanged.
+            None => unsafe { sched_getscheduler::real(pid) },
+        }
+    }
+
+    /// `sched_getparam(2)`: pid 0 in a fiber is the fiber's priority.
+    [thread] fn sched_getparam(pid: libc::pid_t, param: *mut sched_param) -> c_int {
+        match own_fiber(pid) {
+            Some(_) if param.is_null() => crate::errno::fail(libc::EINVAL),
+            Some(rec) => {
+                // SAFETY: the caller's out pointer (not null).
+                unsafe { (*param).sched_priority = rec.sched.get().1 };
+                0
+            }
+            // SAFETY: forwarded unchanged.
+            None => unsafe { sched_getparam::real(pid, param) },
+        }
+    }
+
+    /// `sched_setscheduler(2)`: pid 0 in a fiber sets the fiber's own.
+    [thread] fn sched_setscheduler(pid: libc::pid_t, policy: c_int, param: *const sched_param) -> c_int {
+        match own_fiber(pid) {
+            Some(_) if param.is_null() => crate::errno::fail(libc::EINVAL),
+            // SAFETY: the caller's parameter (not null).
+            Some(rec) => match change(&rec, (policy, unsafe { (*param).sched_priority })) {
+                0 => 0,
+                e => crate::errno::fail(e),
+            },
+            None => {
+                root_changing_itself(pid);
+                // SAFETY: forwarded unchanged.
+                unsafe { sched_setscheduler::real(pid, policy, param) }
+            }
+        }
+    }
+
+    /// `sched_setparam(2)`: pid 0 in a fiber sets the fiber's priority.
+    [thread] fn sched_setparam(pid: libc::pid_t, param: *const sched_param) -> c_int {
+        match own_fiber(pid) {
+            Some(_) if param.is_null() => crate::errno::fail(libc::EINVAL),
+            Some(rec) => {
+                let policy = rec.sched.get().0;
+                // SAFETY: the caller's parameter (not null).
+                match change(&rec, (policy, unsafe { (*param).sched_priority })) {
+                    0 => 0,
+                    e => crate::errno::fail(e),
+                }
+            }
+            None => {
+                root_changing_itself(pid);
+                // SAFETY: forwarded unchanged.
+                unsafe { sched_setparam::real(pid, param) }
+            }
+        }
+    }
+}
