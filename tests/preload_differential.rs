@@ -202,3 +202,11 @@ fn lock_waiters_in_the_object() {
         differential("lock_waiters", &[mode]);
     }
 }
+
+/// A thread made with libc's own pthread_create (as jemalloc makes its
+/// background thread) shares a mutex, a condvar and semaphores with
+/// fibers: no hand-over between the two kinds is lost.
+#[test]
+fn a_thread_that_is_not_a_fiber_shares_locks_with_fibers() {
+    differential("foreign_thread", &["200"]);
+}

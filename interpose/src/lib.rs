@@ -138,11 +138,18 @@ pub(crate) mod gate {
     /// that runs them: threads, mutexes, condition variables, rwlocks,
     /// barriers and thread-directed signals are emulated. Another OS thread
     /// (one a library made without our `pthread_create`, such as jemalloc's
-    /// background thread) uses glibc's own, and is noted: objects it shares
-    /// with fibers then also serve waiters glibc parked in the kernel
-    /// (see [`foreign_threads`]).
+    /// background thread) uses glibc's own.
     #[inline]
     pub(crate) fn emulating() -> bool {
+        patched() && crate::threads_as_fibers() && hub::is_fiber_thread()
+    }
+
+    /// [`emulating`], for the hooks of pthread objects (mutexes, condvars,
+    /// rwlocks, barriers): a thread that is not the fibers' own using one
+    /// is noted, since objects it shares with fibers must then also serve
+    /// waiters glibc parked in the kernel (see [`foreign_threads`]).
+    #[inline]
+    pub(crate) fn emulating_objects() -> bool {
         if !(patched() && crate::threads_as_fibers()) {
             return false;
         }

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use libc::{c_int, c_uint, pthread_barrier_t, pthread_barrierattr_t};
 
 use super::{park, tag, wake_all, word, Kind};
-use crate::gate::emulating;
+use crate::gate::emulating_objects;
 use crate::hook::hook;
 
 const COUNT: usize = 0;
@@ -16,7 +16,7 @@ const GENERATION: usize = 2;
 
 hook! {
     /// `pthread_barrier_init` (our own layout when emulating).
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_barrier_init(
         b: *mut pthread_barrier_t,
         attr: *const pthread_barrierattr_t,
@@ -37,7 +37,7 @@ hook! {
 
     /// `pthread_barrier_wait`: exactly one waiter per round gets
     /// `PTHREAD_BARRIER_SERIAL_THREAD`.
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_barrier_wait(b: *mut pthread_barrier_t) -> c_int {
         let a = b as usize;
         // SAFETY: the caller's barrier.
@@ -58,7 +58,7 @@ hook! {
     }
 
     /// `pthread_barrier_destroy`: EBUSY while fibers wait on it.
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_barrier_destroy(b: *mut pthread_barrier_t) -> c_int {
         // SAFETY: the caller's barrier.
         if unsafe { word(b as usize, ARRIVED) }.load(Ordering::Relaxed) != 0 {

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use libc::{c_int, clockid_t, pthread_cond_t, pthread_mutex_t, timespec};
 
 use super::{mutex, park, tag, wake_all, wake_one, word, Kind, Wait};
-use crate::gate::emulating;
+use crate::gate::emulating_objects;
 use crate::hook::hook;
 
 /// `__wrefs`, at byte 36 in glibc's layout: bit 1 is the clock chosen
@@ -73,21 +73,21 @@ unsafe fn wait(
 
 hook! {
     /// `pthread_cond_wait`.
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t) -> c_int {
         // SAFETY: the caller's objects.
         unsafe { wait(c, m, None) }
     }
 
     /// `pthread_cond_timedwait`, on the condvar's clock.
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_cond_timedwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, t: *const timespec) -> c_int {
         // SAFETY: the caller's objects.
         unsafe { wait(c, m, Some((clock(c), t))) }
     }
 
     /// `pthread_cond_clockwait`.
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_cond_clockwait(
         c: *mut pthread_cond_t,
         m: *mut pthread_mutex_t,
@@ -99,7 +99,7 @@ hook! {
     }
 
     /// `pthread_cond_signal`.
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
         if !wake_one(c as usize) && crate::gate::foreign_threads() {
             // Perhaps a thread that is not a fiber waits through glibc
@@ -111,7 +111,7 @@ hook! {
     }
 
     /// `pthread_cond_broadcast`.
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
         wake_all(c as usize);
         if crate::gate::foreign_threads() {

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use libc::{c_int, clockid_t, pthread_mutex_t, timespec};
 
 use super::{park, tag, timed, wake_one, word, Kind, Wait};
-use crate::gate::emulating;
+use crate::gate::emulating_objects;
 use crate::hook::hook;
 
 const LOCK: usize = 0;
@@ -205,10 +205,11 @@ unsafe fn release_slow(a: usize, kind_word: i32, full: bool) -> Result<i32, c_in
 unsafe fn unlock_and_wake(a: usize) {
     // SAFETY: per the contract.
     let lock = unsafe { word(a, LOCK) };
-    if lock.swap(0, Ordering::Release) == LOCKED_WAITERS && !wake_one(a) {
-        // No fiber waited: the 2 may be glibc's, from a thread that is not a
-        // fiber and sleeps in the kernel on this word (or from a fiber that
-        // gave up waiting: then the wake-up finds nobody).
+    if lock.swap(0, Ordering::Release) == LOCKED_WAITERS && (!wake_one(a) || crate::gate::foreign_threads()) {
+        // No fiber waited, or threads that are not fibers share pthread
+        // objects with them: the 2 may be glibc's, from such a thread
+        // sleeping in the kernel on this word. Wake it as glibc's unlock
+        // would (if nobody sleeps there, the wake-up finds nobody).
         // SAFETY: per the contract.
         let shared = unsafe { word(a, KIND) }.load(Ordering::Relaxed) & KIND_PSHARED_FLAG != 0;
         super::futex_wake(lock, 1, shared);
@@ -234,7 +235,7 @@ pub(crate) fn owner_died() {
 
 hook! {
     /// `pthread_mutex_consistent`.
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_mutex_consistent(m: *mut pthread_mutex_t) -> c_int {
         let a = m as usize;
         // SAFETY: the caller's mutex.
@@ -250,35 +251,35 @@ hook! {
     }
 
     /// `pthread_mutex_lock`.
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
         // SAFETY: the caller's mutex.
         unsafe { acquire(m, Wait::Until(None)) }
     }
 
     /// `pthread_mutex_trylock`.
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int {
         // SAFETY: the caller's mutex.
         unsafe { acquire(m, Wait::Try) }
     }
 
     /// `pthread_mutex_timedlock` (CLOCK_REALTIME).
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_mutex_timedlock(m: *mut pthread_mutex_t, t: *const timespec) -> c_int {
         // SAFETY: the caller's mutex.
         timed(libc::CLOCK_REALTIME, t, |w| unsafe { acquire(m, w) })
     }
 
     /// `pthread_mutex_clocklock`.
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_mutex_clocklock(m: *mut pthread_mutex_t, c: clockid_t, t: *const timespec) -> c_int {
         // SAFETY: the caller's mutex.
         timed(c, t, |w| unsafe { acquire(m, w) })
     }
 
     /// `pthread_mutex_unlock`.
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
         // SAFETY: the caller's mutex.
         match unsafe { release(m, false) } {
@@ -289,7 +290,7 @@ hook! {
 
     /// `pthread_mutex_destroy`: EBUSY while locked, else the real destroy
     /// (our state keeps the fields it checks as it expects them).
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int {
         // SAFETY: the caller's mutex.
         if unsafe { word(m as usize, LOCK) }.load(Ordering::Relaxed) != 0 {

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use libc::{c_int, clockid_t, pthread_rwlock_t, timespec};
 
 use super::{park, tag, timed, wake_all, word, Kind, Wait};
-use crate::gate::emulating;
+use crate::gate::emulating_objects;
 use crate::hook::hook;
 
 /// `__readers`: -1 while a writer holds the lock, else the reader count.
@@ -81,56 +81,56 @@ unsafe fn lock(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
 
 hook! {
     /// `pthread_rwlock_rdlock`.
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) -> c_int {
         // SAFETY: the caller's rwlock.
         unsafe { lock(l, Read, Wait::Until(None)) }
     }
 
     /// `pthread_rwlock_wrlock`.
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) -> c_int {
         // SAFETY: the caller's rwlock.
         unsafe { lock(l, Write, Wait::Until(None)) }
     }
 
     /// `pthread_rwlock_tryrdlock`.
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t) -> c_int {
         // SAFETY: the caller's rwlock.
         unsafe { lock(l, Read, Wait::Try) }
     }
 
     /// `pthread_rwlock_trywrlock`.
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_rwlock_trywrlock(l: *mut pthread_rwlock_t) -> c_int {
         // SAFETY: the caller's rwlock.
         unsafe { lock(l, Write, Wait::Try) }
     }
 
     /// `pthread_rwlock_timedrdlock` (CLOCK_REALTIME).
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_rwlock_timedrdlock(l: *mut pthread_rwlock_t, t: *const timespec) -> c_int {
         // SAFETY: the caller's rwlock.
         timed(libc::CLOCK_REALTIME, t, |w| unsafe { lock(l, Read, w) })
     }
 
     /// `pthread_rwlock_timedwrlock` (CLOCK_REALTIME).
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_rwlock_timedwrlock(l: *mut pthread_rwlock_t, t: *const timespec) -> c_int {
         // SAFETY: the caller's rwlock.
         timed(libc::CLOCK_REALTIME, t, |w| unsafe { lock(l, Write, w) })
     }
 
     /// `pthread_rwlock_clockrdlock`.
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_rwlock_clockrdlock(l: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec) -> c_int {
         // SAFETY: the caller's rwlock.
         timed(c, t, |w| unsafe { lock(l, Read, w) })
     }
 
     /// `pthread_rwlock_clockwrlock`.
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_rwlock_clockwrlock(l: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec) -> c_int {
         // SAFETY: the caller's rwlock.
         timed(c, t, |w| unsafe { lock(l, Write, w) })
@@ -138,7 +138,7 @@ hook! {
 
     /// `pthread_rwlock_unlock`: a writer wakes every waiter, and so does
     /// the last reader out.
-    #[gate(emulating())]
+    #[gate(emulating_objects())]
     [sync] fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_int {
         let a = l as usize;
         // SAFETY: the caller's rwlock.

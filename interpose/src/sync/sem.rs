@@ -122,9 +122,13 @@ hook! {
         // SAFETY: the caller's semaphore, forwarded unchanged.
         let r = unsafe { sem_post::real(s) };
         if r == 0 && crate::gate::patched() {
+            if crate::threads_as_fibers() && !crate::gate::emulating_objects() {
+                // A thread that is not the fibers' own posted (and is now
+                // noted): fibers waiting on this semaphore re-check it.
+                return r;
+            }
             wake_one(s as usize);
         }
         r
     }
-
 }

@@ -232,6 +232,21 @@ fn resolve(t: pthread_t) -> Target {
     }
 }
 
+/// Joins a real thread (one glibc made: a library's that bypassed our
+/// `pthread_create`) with glibc's `join`: where fibers could run meanwhile
+/// it waits on the offload pool, since the real call would block the only
+/// OS thread (and with it the fibers the joined thread may wait for). A
+/// thread joining its own OS thread gets glibc's answer (`EDEADLK`) at once.
+fn join_real(t: pthread_t, join: impl FnOnce() -> c_int) -> c_int {
+    // SAFETY: no arguments.
+    let me = unsafe { pthread_self::real() };
+    if t == me || !crate::gate::cooperative() {
+        return join();
+    }
+    let job = crate::AssertSend(join);
+    crate::offload(move || job.call())
+}
+
 /// The default stack size glibc reports for a fresh attribute object.
 fn default_attr_stack() -> usize {
     static DEFAULT: AtomicUsize = AtomicUsize::new(0);
@@ -519,8 +534,8 @@ hook! {
 
     /// `pthread_join`.
     [thread] fn pthread_join(t: pthread_t, r: *mut *mut c_void) -> c_int {
-        // SAFETY: not ours: forwarded unchanged.
-        join(t, r, JoinMode::Block).unwrap_or_else(|| unsafe { pthread_join::real(t, r) })
+        // SAFETY: not ours: forwarded unchanged (see `join_real`).
+        join(t, r, JoinMode::Block).unwrap_or_else(|| join_real(t, move || unsafe { pthread_join::real(t, r) }))
     }
 
     /// `pthread_tryjoin_np`.
@@ -532,15 +547,15 @@ hook! {
     /// `pthread_timedjoin_np` (CLOCK_REALTIME).
     [thread] fn pthread_timedjoin_np(t: pthread_t, r: *mut *mut c_void, ts: *const timespec) -> c_int {
         join(t, r, JoinMode::Until(libc::CLOCK_REALTIME, ts))
-            // SAFETY: not ours: forwarded unchanged.
-            .unwrap_or_else(|| unsafe { pthread_timedjoin_np::real(t, r, ts) })
+            // SAFETY: not ours: forwarded unchanged (see `join_real`).
+            .unwrap_or_else(|| join_real(t, move || unsafe { pthread_timedjoin_np::real(t, r, ts) }))
     }
 
     /// `pthread_clockjoin_np`.
     [thread] fn pthread_clockjoin_np(t: pthread_t, r: *mut *mut c_void, c: clockid_t, ts: *const timespec) -> c_int {
         join(t, r, JoinMode::Until(c, ts))
-            // SAFETY: not ours: forwarded unchanged.
-            .unwrap_or_else(|| unsafe { pthread_clockjoin_np::real(t, r, c, ts) })
+            // SAFETY: not ours: forwarded unchanged (see `join_real`).
+            .unwrap_or_else(|| join_real(t, move || unsafe { pthread_clockjoin_np::real(t, r, c, ts) }))
     }
 
     /// `pthread_detach`. As in glibc, a thread someone is joining stays

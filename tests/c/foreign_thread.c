@@ -1,0 +1,102 @@
+/*
+ * foreign_thread: a thread made with libc's own pthread_create (as
+ * jemalloc makes its background thread, past any preloaded hook) shares a
+ * mutex, a condition variable and a semaphore with ordinary threads.
+ *
+ * usage: foreign_thread [ROUNDS]
+ *
+ * The foreign thread and a normal one hand a turn back and forth ROUNDS
+ * times under a mutex and a condvar, then ping-pong through two
+ * semaphores, while a third thread holds the mutex for a moment now and
+ * then. Under the preload the normal threads are fibers and the foreign
+ * one is a real OS thread: every hand-over between the two kinds must
+ * still arrive (a lost wake-up hangs).
+ *
+ * stdout: the counts, the same with and without the preload.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+static sem_t ping, pong;
+static int turn, rounds, done;
+static long handovers;
+
+static void side(int me)
+{
+    for (int i = 0; i < rounds; i++) {
+        pthread_mutex_lock(&m);
+        while (turn != me)
+            pthread_cond_wait(&c, &m);
+        turn = !me;
+        handovers++;
+        pthread_cond_broadcast(&c);
+        pthread_mutex_unlock(&m);
+    }
+    for (int i = 0; i < rounds; i++) {
+        if (me) {
+            sem_post(&ping);
+            sem_wait(&pong);
+        } else {
+            sem_wait(&ping);
+            sem_post(&pong);
+        }
+    }
+}
+
+static void *foreign(void *arg)
+{
+    (void)arg;
+    side(1);
+    return NULL;
+}
+
+static void *normal(void *arg)
+{
+    (void)arg;
+    side(0);
+    return NULL;
+}
+
+static void *meddler(void *arg)
+{
+    (void)arg;
+    struct timespec t = {0, 200000};
+    while (!__atomic_load_n(&done, __ATOMIC_RELAXED)) {
+        pthread_mutex_lock(&m);
+        nanosleep(&t, NULL);
+        pthread_mutex_unlock(&m);
+        nanosleep(&t, NULL);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    rounds = argc > 1 ? atoi(argv[1]) : 2000;
+    sem_init(&ping, 0, 0);
+    sem_init(&pong, 0, 0);
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    int (*libc_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *) =
+        libc ? dlsym(libc, "pthread_create") : NULL;
+    if (!libc_create) {
+        printf("no libc pthread_create\n");
+        return 1;
+    }
+    pthread_t f, n, x;
+    pthread_create(&x, NULL, meddler, NULL);
+    libc_create(&f, NULL, foreign, NULL);
+    pthread_create(&n, NULL, normal, NULL);
+    pthread_join(n, NULL);
+    pthread_join(f, NULL);
+    __atomic_store_n(&done, 1, __ATOMIC_RELAXED);
+    pthread_join(x, NULL);
+    printf("handovers %ld, semaphore rounds %d\n", handovers, rounds);
+    return 0;
+}
