@@ -49,6 +49,11 @@
 //! registered ring fd (`io_uring_register_ring_fd`) cooperates: liburing 2.3
 //! keeps `ring_fd` open beside it.
 //!
+//! A program linked with liburing's static library calls it directly, out
+//! of any hook's sight; the entry points later liburings added
+//! (`io_uring_wait_cqes_min_timeout`, `io_uring_submit_and_wait_min_timeout`,
+//! `io_uring_submit_and_wait_reg`) are not hooked either.
+//!
 //! **Not hooked**: the functions that enter with `min_complete` 0 and never
 //! wait (`io_uring_submit`, `io_uring_submit_and_get_events`,
 //! `io_uring_get_events`, `io_uring_peek_batch_cqe`); the raw wrappers
@@ -182,25 +187,27 @@ const _: () = assert!(std::mem::size_of::<Cqe>() == 16 && std::mem::size_of::<Ge
 // `__kernel_timespec` is read through `deadline` as a `timespec`: same layout.
 const _: () = assert!(std::mem::size_of::<timespec>() == 16);
 
-/// A ring the emulation takes on.
+/// A ring the emulation takes on (one [`Ring::takes`] accepted).
 ///
 /// # Invariant
 /// Points at a `struct io_uring` set up by liburing and not yet exited, used
 /// by this thread only for the length of the call (the caller's contract
 /// with every liburing function; the hub does not switch fibers inside a
-/// liburing call, so only our own waits let others touch it meanwhile).
+/// liburing call, so only our own waits let other fibers touch it
+/// meanwhile, and no reference into it is held across them).
 #[derive(Clone, Copy)]
 struct Ring(*mut IoUring);
 
 impl Ring {
-    /// `ring` if the emulation can wait for it (see the module docs).
-    fn of(ring: *mut IoUring) -> Option<Ring> {
+    /// Whether the emulation can wait for `ring` (see the module docs):
+    /// each hook's gate asks, and its body then takes `Ring(ring)`.
+    fn takes(ring: *mut IoUring) -> bool {
         if ring.is_null() {
-            return None;
+            return false;
         }
         // SAFETY: the caller's ring (liburing's contract): read only.
         let (flags, features, fd) = unsafe { ((*ring).flags, (*ring).features, (*ring).ring_fd) };
-        (flags & !SETUP_COOPERATIVE == 0 && features & FEAT_EXT_ARG != 0 && fd >= 0).then_some(Ring(ring))
+        flags & !SETUP_COOPERATIVE == 0 && features & FEAT_EXT_ARG != 0 && fd >= 0
     }
 
     fn get(&self) -> &IoUring {
@@ -605,7 +612,7 @@ hook! {
     /// `io_uring_wait_cqe_nr` and `io_uring_peek_cqe` (which cannot wait:
     /// `wait_nr` 0). Counted under `poll`: completion events, as
     /// `epoll_wait` waits for readiness events.
-    #[gate(cooperative() && wait_nr > 0)]
+    #[gate(cooperative() && wait_nr > 0 && Ring::takes(ring))]
     [poll] fn __io_uring_get_cqe(
         ring: *mut IoUring,
         cqe_ptr: *mut *mut Cqe,
@@ -613,16 +620,12 @@ hook! {
         wait_nr: c_uint,
         sigmask: *mut sigset_t,
     ) -> c_int {
-        match Ring::of(ring) {
-            // SAFETY: the caller's out pointer.
-            Some(r) => unsafe { get_cqe_sig(r, cqe_ptr, submit, wait_nr, sigmask) },
-            // SAFETY: forwarded unchanged.
-            None => unsafe { __io_uring_get_cqe::real(ring, cqe_ptr, submit, wait_nr, sigmask) },
-        }
+        // SAFETY: a ring the gate took; the caller's out pointer.
+        unsafe { get_cqe_sig(Ring(ring), cqe_ptr, submit, wait_nr, sigmask) }
     }
 
     /// `io_uring_wait_cqes`.
-    #[gate(cooperative())]
+    #[gate(cooperative() && Ring::takes(ring))]
     [poll] fn io_uring_wait_cqes(
         ring: *mut IoUring,
         cqe_ptr: *mut *mut Cqe,
@@ -630,33 +633,22 @@ hook! {
         ts: *mut timespec,
         sigmask: *mut sigset_t,
     ) -> c_int {
-        match Ring::of(ring) {
-            // SAFETY: the caller's out pointer.
-            Some(r) => unsafe { wait_cqes(r, cqe_ptr, wait_nr, ts, sigmask) },
-            // SAFETY: forwarded unchanged.
-            None => unsafe { io_uring_wait_cqes::real(ring, cqe_ptr, wait_nr, ts, sigmask) },
-        }
+        // SAFETY: a ring the gate took; the caller's out pointer.
+        unsafe { wait_cqes(Ring(ring), cqe_ptr, wait_nr, ts, sigmask) }
     }
 
     /// `io_uring_wait_cqe_timeout`: `io_uring_wait_cqes` for one.
-    #[gate(cooperative())]
+    #[gate(cooperative() && Ring::takes(ring))]
     [poll] fn io_uring_wait_cqe_timeout(ring: *mut IoUring, cqe_ptr: *mut *mut Cqe, ts: *mut timespec) -> c_int {
-        match Ring::of(ring) {
-            // SAFETY: the caller's out pointer.
-            Some(r) => unsafe { wait_cqes(r, cqe_ptr, 1, ts, std::ptr::null()) },
-            // SAFETY: forwarded unchanged.
-            None => unsafe { io_uring_wait_cqe_timeout::real(ring, cqe_ptr, ts) },
-        }
+        // SAFETY: a ring the gate took; the caller's out pointer.
+        unsafe { wait_cqes(Ring(ring), cqe_ptr, 1, ts, std::ptr::null()) }
     }
 
     /// `io_uring_submit_and_wait`: the number submitted, or `-errno`.
     /// (`wait_nr` 0 is `io_uring_submit`, which does not wait.)
-    #[gate(cooperative() && wait_nr > 0)]
+    #[gate(cooperative() && wait_nr > 0 && Ring::takes(ring))]
     [poll] fn io_uring_submit_and_wait(ring: *mut IoUring, wait_nr: c_uint) -> c_int {
-        let Some(r) = Ring::of(ring) else {
-            // SAFETY: forwarded unchanged.
-            return unsafe { io_uring_submit_and_wait::real(ring, wait_nr) };
-        };
+        let r = Ring(ring);
         // liburing's `__io_uring_submit`, which with `wait_nr` > 0 always
         // enters to wait (waking an idle `SQPOLL` thread on the way).
         let submitted = r.flush_sq();
@@ -667,7 +659,7 @@ hook! {
 
     /// `io_uring_submit_and_wait_timeout`: the number submitted by its
     /// first entry, or `-errno`.
-    #[gate(cooperative())]
+    #[gate(cooperative() && Ring::takes(ring))]
     [poll] fn io_uring_submit_and_wait_timeout(
         ring: *mut IoUring,
         cqe_ptr: *mut *mut Cqe,
@@ -675,10 +667,7 @@ hook! {
         ts: *mut timespec,
         sigmask: *mut sigset_t,
     ) -> c_int {
-        let Some(r) = Ring::of(ring) else {
-            // SAFETY: forwarded unchanged.
-            return unsafe { io_uring_submit_and_wait_timeout::real(ring, cqe_ptr, wait_nr, ts, sigmask) };
-        };
+        let r = Ring(ring);
         let submit = r.flush_sq();
         // SAFETY: the caller's out pointer.
         unsafe {
@@ -693,21 +682,16 @@ hook! {
     /// `__io_uring_sqring_wait`: an `SQPOLL` ring's wait for room in a full
     /// submission queue runs on the offload pool (the kernel allows it from
     /// any thread, and wakes no poller of the ring fd when room is made).
-    #[gate(cooperative())]
+    /// On any other ring it returns at once.
+    #[gate(cooperative() && Ring::takes(ring) && Ring(ring).sqpoll() && sq_full(Ring(ring)))]
     [poll] fn __io_uring_sqring_wait(ring: *mut IoUring) -> c_int {
-        match Ring::of(ring) {
-            Some(r) if r.sqpoll() && sq_full(r) => {
-                let call = crate::AssertSend(move || {
-                    // SAFETY: forwarded unchanged, on a worker; the caller
-                    // waits, so the ring stays alive.
-                    unsafe { __io_uring_sqring_wait::real(ring) }
-                });
-                // Not `crate::offload`: liburing leaves errno alone.
-                hub::offload(move || call.call())
-            }
-            // SAFETY: forwarded unchanged (it does not wait).
-            _ => unsafe { __io_uring_sqring_wait::real(ring) },
-        }
+        let call = crate::AssertSend(move || {
+            // SAFETY: forwarded unchanged, on a worker; the caller waits, so
+            // the ring stays alive.
+            unsafe { __io_uring_sqring_wait::real(ring) }
+        });
+        // Not `crate::offload`: liburing leaves errno alone.
+        hub::offload(move || call.call())
     }
 
     /// `io_uring_queue_exit`: liburing closes the ring fd with a raw system
