@@ -10,6 +10,9 @@
  *                read that a peer thread fills 200 ms later
  *   threads      three threads, a ring each, wait in io_uring_wait_cqe;
  *                the peers fill their pipes at 250, 200 and 150 ms
+ *   shared       a reaper thread waits for two completions on a ring the
+ *                main thread submits to later: a NOP at 100 ms, then a
+ *                read filled at 200 ms
  *   submit_and_wait  io_uring_submit_and_wait(2) on two unsubmitted reads
  *                filled at 100 and 200 ms: the count submitted
  *   wait_cqes    io_uring_wait_cqes / io_uring_wait_cqe_timeout: -ETIME
@@ -237,6 +240,38 @@ static void threads(void)
         long x = (long)v;
         printf("thread %d: ret=%ld ud=%ld res=%ld\n", i, x / 1000000, x % 1000000 / 1000, x % 1000);
     }
+}
+
+static struct io_uring shared_ring;
+
+static void *reaper(void *arg)
+{
+    (void)arg;
+    struct io_uring_cqe *cqe = NULL;
+    long long t0 = now_ms();
+    int r = io_uring_wait_cqe_nr(&shared_ring, &cqe, 2);
+    int w = waited("reaper", t0, 150);
+    printf("reaper: %s waited=%d ready=%u\n", en(r), w, io_uring_cq_ready(&shared_ring));
+    reap(&shared_ring, "reaper");
+    return NULL;
+}
+
+static void shared(void)
+{
+    ring_init(&shared_ring, 8, 0);
+    pthread_t t;
+    if (pthread_create(&t, NULL, reaper, NULL) != 0)
+        fail("pthread_create");
+    int a[2];
+    pipe_or_fail(a);
+    usleep(100000);
+    io_uring_prep_nop(sqe_of(&shared_ring, 1));
+    read_sqe(&shared_ring, a[0], 2);
+    pthread_t pa = after(a[1], 100);
+    printf("submit=%d\n", io_uring_submit(&shared_ring));
+    pthread_join(t, NULL);
+    pthread_join(pa, NULL);
+    io_uring_queue_exit(&shared_ring);
 }
 
 static void submit_and_wait(void)
@@ -622,6 +657,7 @@ int main(int argc, char **argv)
     } modes[] = {
         {"wait_cqe", wait_cqe},
         {"threads", threads},
+        {"shared", shared},
         {"submit_and_wait", submit_and_wait},
         {"wait_cqes", wait_cqes},
         {"submit_timeout", submit_timeout},
