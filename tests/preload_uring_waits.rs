@@ -13,7 +13,14 @@ use util::{compile, differential, differential_ticking, line_diff, run};
 
 #[test]
 fn liburing_waits_park_the_fiber_not_the_hub() {
-    for mode in ["wait_cqe", "threads", "shared", "submit_and_wait", "timeout_op"] {
+    for mode in [
+        "wait_cqe",
+        "registered",
+        "threads",
+        "shared",
+        "submit_and_wait",
+        "timeout_op",
+    ] {
         differential_ticking("uring_waits", &[mode]);
     }
 }

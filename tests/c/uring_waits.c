@@ -8,6 +8,8 @@
  * usage: uring_waits MODE
  *   wait_cqe     the main thread waits in io_uring_wait_cqe for a pipe
  *                read that a peer thread fills 200 ms later
+ *   registered   wait_cqe again, on a ring whose fd is registered
+ *                (io_uring_register_ring_fd: liburing enters by index)
  *   threads      three threads, a ring each, wait in io_uring_wait_cqe;
  *                the peers fill their pipes at 250, 200 and 150 ms
  *   shared       a reaper thread waits for two completions on a ring the
@@ -185,10 +187,12 @@ static struct __kernel_timespec ms_ts(long ms)
 
 /* ---------- modes ---------- */
 
-static void wait_cqe(void)
+static void wait_cqe_on(int registered)
 {
     struct io_uring ring;
     ring_init(&ring, 8, 0);
+    if (registered)
+        printf("register_ring_fd=%d\n", io_uring_register_ring_fd(&ring));
     int p[2];
     pipe_or_fail(p);
     read_sqe(&ring, p[0], 1);
@@ -204,6 +208,16 @@ static void wait_cqe(void)
     io_uring_cqe_seen(&ring, cqe);
     pthread_join(peer, NULL);
     io_uring_queue_exit(&ring);
+}
+
+static void wait_cqe(void)
+{
+    wait_cqe_on(0);
+}
+
+static void registered(void)
+{
+    wait_cqe_on(1);
 }
 
 static void *thread_waiter(void *arg)
@@ -656,6 +670,7 @@ int main(int argc, char **argv)
         void (*run)(void);
     } modes[] = {
         {"wait_cqe", wait_cqe},
+        {"registered", registered},
         {"threads", threads},
         {"shared", shared},
         {"submit_and_wait", submit_and_wait},
