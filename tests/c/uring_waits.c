@@ -35,7 +35,10 @@
  *   eintr        no ticker. Main blocks SIGALRM (handler without
  *                SA_RESTART); thread A unblocks it and waits in
  *                io_uring_wait_cqe; setitimer fires at 100 ms: -EINTR;
- *                A waits again and gets the read filled at 300 ms
+ *                A waits again and gets the read filled at 300 ms. A
+ *                thread that only sleeps until 150 ms wakes the hub once
+ *                between the two (the portable backend, on `polling`,
+ *                acts on a signal only when the hub next wakes)
  *   sqpoll       an SQPOLL ring: a wait for a read; then, its thread
  *                asleep and its queue full, io_uring_sqring_wait until a
  *                peer wakes the thread 150 ms later
@@ -520,6 +523,13 @@ static void *eintr_waiter(void *arg)
     return NULL;
 }
 
+static void *sleep_150ms(void *arg)
+{
+    (void)arg;
+    usleep(150000);
+    return NULL;
+}
+
 static void eintr(void)
 {
     struct sigaction sa;
@@ -535,10 +545,14 @@ static void eintr(void)
     if (pthread_create(&a, NULL, eintr_waiter, NULL) != 0)
         fail("pthread_create");
     pthread_t peer = after(eintr_pipe[1], 300);
+    pthread_t nudge;
+    if (pthread_create(&nudge, NULL, sleep_150ms, NULL) != 0)
+        fail("pthread_create");
     struct itimerval it = {.it_value = {.tv_sec = 0, .tv_usec = 100000}};
     setitimer(ITIMER_REAL, &it, NULL);
     pthread_join(a, NULL);
     pthread_join(peer, NULL);
+    pthread_join(nudge, NULL);
 }
 
 static struct io_uring sq_ring;
