@@ -48,6 +48,25 @@ pub(crate) fn relative(ts: *const timespec) -> Result<Option<Instant>, c_int> {
     Ok(after(duration_of(&read(ts)?)?))
 }
 
+/// A relative timeout as the kernel reads an io_uring wait's
+/// (`timespec64_to_ktime`, then added to the start time): nothing is
+/// checked. Seconds beyond ktime's range wait forever; otherwise seconds
+/// and nanoseconds are summed as they are (wrapping, as the kernel's
+/// arithmetic does), so a sum at or below zero has expired already and a
+/// `tv_nsec` of 2e9 waits two seconds. Only the read of `ts` can fail
+/// (`EFAULT`).
+#[cfg_attr(greenhook_table, allow(dead_code))] // for `uring`, not in the table build
+pub(crate) fn ktime_relative(ts: *const timespec) -> Result<Option<Instant>, c_int> {
+    const KTIME_SEC_MAX: i64 = i64::MAX / 1_000_000_000;
+    let t = read(ts)?;
+    let (sec, nsec): (i64, i64) = (t.tv_sec, t.tv_nsec);
+    if sec >= KTIME_SEC_MAX {
+        return Ok(None);
+    }
+    let ns = sec.wrapping_mul(1_000_000_000).wrapping_add(nsec);
+    Ok(after(Duration::from_nanos(ns.max(0) as u64)))
+}
+
 /// A `poll`-style timeout in milliseconds: negative waits forever.
 pub(crate) fn millis(timeout: c_int) -> Option<Instant> {
     (timeout >= 0)

@@ -68,6 +68,10 @@ pub mod sync;
 #[cfg(greenhook_linux_hooks)]
 pub mod thread;
 pub mod time;
+// liburing is no libc: its functions have no place in the interpose table
+// (the table build would need liburing to link), and macOS has no io_uring.
+#[cfg(all(greenhook_linux_hooks, not(greenhook_table)))]
+pub mod uring;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

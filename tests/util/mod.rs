@@ -94,7 +94,8 @@ static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// binary's path.
 ///
 /// The compiler runs only if the binary is missing or older than the source
-/// (or than any `.h` file in `tests/c`). The output is written to a temporary
+/// (or than any `.h` file in `tests/c`); libraries come from the source's
+/// `// link:` lines ([`link_flags`]). The output is written to a temporary
 /// name and renamed into place, so concurrent compilations (test threads or
 /// separate test processes) never see a half-written binary. Compiler
 /// warnings are echoed to stderr; a failed compilation panics with the
@@ -140,6 +141,7 @@ pub fn compile(name: &str) -> PathBuf {
         .arg(&src)
         .arg("-o")
         .arg(&tmp)
+        .args(link_flags(&src))
         .stdin(Stdio::null());
     let out = cmd
         .output()
@@ -158,6 +160,16 @@ pub fn compile(name: &str) -> PathBuf {
     }
     std::fs::rename(&tmp, &bin).unwrap_or_else(|e| panic!("cannot rename {} to {}: {e}", tmp.display(), bin.display()));
     bin
+}
+
+/// The libraries a C program asks for on lines of its own of the form
+/// `// link: -luring` (given after the source file, as linkers want them).
+fn link_flags(src: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(src).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("// link:"))
+        .flat_map(|flags| flags.split_whitespace().map(String::from))
+        .collect()
 }
 
 /// The `libgreenhook.so` cargo built for the current profile.
