@@ -133,3 +133,36 @@ pub(crate) fn user_name(user: usize) -> Option<String> {
     }
     USER_NAMER.get().and_then(|f| f(user))
 }
+
+type PriorityProvider = fn() -> u32;
+static PRIORITY: OnceLock<PriorityProvider> = OnceLock::new();
+static PRIORITIES_DIFFER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Lets the layer above say the running context's scheduling priority
+/// (what lock waiters are ordered by: `SCHED_FIFO`/`SCHED_RR` priorities).
+/// The first registration wins.
+pub fn set_priority_provider(f: PriorityProvider) {
+    let _ = PRIORITY.set(f);
+}
+
+/// Called by the layer above when a context gets a priority other than 0:
+/// from then on [`priority`] asks the provider.
+pub fn note_priorities_differ() {
+    PRIORITIES_DIFFER.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether two contexts may have different priorities: false until the
+/// layer above noted one (one atomic load, for lock waiters' fast paths).
+#[inline]
+pub fn priorities_differ() -> bool {
+    PRIORITIES_DIFFER.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The running context's priority (0 until [`priorities_differ`]).
+#[inline]
+pub fn priority() -> u32 {
+    if !priorities_differ() {
+        return 0;
+    }
+    PRIORITY.get().map_or(0, |f| f())
+}

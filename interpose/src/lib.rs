@@ -93,6 +93,7 @@ fn setup() {
     #[cfg(greenhook_linux_hooks)]
     {
         hub::internal::set_name_provider(thread::name_for_monitor);
+        hub::internal::set_priority_provider(thread::sched::current_priority);
         hub::internal::set_user_namer(thread::name_of);
         thread::cputime::resolve_early();
     }

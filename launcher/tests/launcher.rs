@@ -69,7 +69,19 @@ impl Ran {
 }
 
 fn output(mut cmd: Command) -> Ran {
-    let Output { status, stdout, stderr } = cmd.output().expect("spawn the greenhook launcher");
+    // A binary a test has just copied may still be open for writing in a
+    // child another test thread forked meanwhile (until that child execs):
+    // exec then fails with ETXTBSY for a moment. Try again.
+    let mut tries = 0;
+    let Output { status, stdout, stderr } = loop {
+        match cmd.output() {
+            Err(e) if e.raw_os_error() == Some(26 /* ETXTBSY */) && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => break r.expect("spawn the greenhook launcher"),
+        }
+    };
     Ran {
         code: status.code(),
         stdout: String::from_utf8_lossy(&stdout).into_owned(),

@@ -145,22 +145,12 @@ fn owner_of(kind: &'static str, addr: usize) -> Option<String> {
 /// bit is the rwlock's "writer").
 const PRIORITY_SHIFT: u32 = 1;
 
-/// The calling context's priority as lock waiters are ordered by it: its
-/// `SCHED_FIFO`/`SCHED_RR` priority, 0 otherwise (and for everyone until a
-/// program gives a thread one).
-#[inline]
-fn priority() -> u32 {
-    if crate::thread::sched::priorities_differ() {
-        crate::thread::sched::current_priority().max(0) as u32
-    } else {
-        0
-    }
-}
-
 /// A waiter's tag: its priority, and `low` (the rwlock's writer bit).
 #[inline]
 fn tag(low: u32) -> u32 {
-    priority() << PRIORITY_SHIFT | low
+    // The calling context's SCHED_FIFO/SCHED_RR priority, 0 otherwise (and
+    // for everyone until a program gives a thread one).
+    hub::internal::priority() << PRIORITY_SHIFT | low
 }
 
 /// The priority in a waiter's tag.
@@ -174,7 +164,7 @@ fn tag_priority(tag: u32) -> u32 {
 /// Returns whether one was woken.
 #[inline]
 fn wake_one(addr: usize) -> bool {
-    if crate::thread::sched::priorities_differ() {
+    if hub::internal::priorities_differ() {
         hub::unpark_best(addr, |t| Some(tag_priority(t)))
     } else {
         hub::unpark(addr, 1) == 1
@@ -183,7 +173,7 @@ fn wake_one(addr: usize) -> bool {
 
 /// Wakes every waiter of the object at `addr`, highest priority first.
 fn wake_all(addr: usize) {
-    if crate::thread::sched::priorities_differ() {
+    if hub::internal::priorities_differ() {
         while hub::unpark_best(addr, |t| Some(tag_priority(t))) {}
     } else {
         hub::unpark(addr, usize::MAX);

@@ -16,7 +16,6 @@
 //! [`priorities_differ`] says whether that is worth the look.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use libc::{c_int, pthread_attr_t, pthread_t, sched_param};
 
@@ -27,9 +26,6 @@ use crate::hook::hook;
 const RESET_ON_FORK: c_int = 0x4000_0000;
 /// Linux's `CAP_SYS_NICE`.
 const CAP_SYS_NICE: u32 = 23;
-
-/// Some context's priority is not 0 (or was once).
-static DIFFER: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     /// The root's policy and priority, once read (real calls).
@@ -56,7 +52,7 @@ impl Sched {
 
 fn note(v: (c_int, c_int)) {
     if v.1 != 0 {
-        DIFFER.store(true, Ordering::Relaxed);
+        hub::internal::note_priorities_differ();
     }
 }
 
@@ -79,20 +75,16 @@ fn read_real() -> (c_int, c_int) {
     (p, sp.sched_priority)
 }
 
-/// Whether two contexts may have different priorities: false until a
-/// program gives one a priority other than 0. One atomic load, for lock
-/// waiters' fast paths.
-pub(crate) fn priorities_differ() -> bool {
-    DIFFER.load(Ordering::Relaxed)
-}
-
 /// The calling context's scheduling priority (`sched_priority`: 1–99 for
 /// `SCHED_FIFO`/`SCHED_RR`, 0 otherwise): what lock waiters are ordered by.
-pub(crate) fn current_priority() -> c_int {
+/// Registered with the hub (`hub::internal::priority`), so that lock
+/// waiters find it without a path from `sync` into this module.
+pub(crate) fn current_priority() -> u32 {
     match current_record() {
         Some(rec) => rec.sched.get().1,
         None => root().1,
     }
+    .max(0) as u32
 }
 
 /// `EINVAL` for a policy the kernel does not know or a priority out of
