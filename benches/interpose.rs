@@ -49,18 +49,22 @@ fn rw_ready() -> (f64, f64) {
     (median(plain), median(patched))
 }
 
-/// System calls per round trip: the difference between two run lengths,
-/// so start-up and teardown cancel out.
-fn syscalls_per_round_trip(preload: bool) -> Option<f64> {
-    let bin = util::compile("socketpair_pingpong");
+/// System calls per round trip of the C program `name` in `mode`: the
+/// difference between two run lengths under `strace -c -f`, so start-up and
+/// teardown cancel out. None without strace.
+fn syscalls_per_round(name: &str, mode: &str, preload: bool, (a, b): (u32, u32)) -> Option<f64> {
+    let bin = util::compile(name);
     let lib = util::preload_lib();
     let count = |rounds: u32| -> Option<f64> {
-        let out = std::env::temp_dir().join(format!("greenhook-strace-{}-{preload}-{rounds}", std::process::id()));
+        let out = std::env::temp_dir().join(format!(
+            "greenhook-strace-{}-{name}-{mode}-{preload}-{rounds}",
+            std::process::id()
+        ));
         let mut cmd = Command::new("strace");
         cmd.args(["-f", "-c", "-o"])
             .arg(&out)
             .arg(&bin)
-            .args(["rw", &rounds.to_string()]);
+            .args([mode, &rounds.to_string()]);
         if preload {
             cmd.env("LD_PRELOAD", &lib);
         }
@@ -73,8 +77,13 @@ fn syscalls_per_round_trip(preload: bool) -> Option<f64> {
         let total = text.lines().find(|l| l.trim_end().ends_with("total"))?;
         total.split_whitespace().nth(3)?.parse().ok()
     };
-    let (a, b) = if quick() { (1000, 3000) } else { (5000, 15000) };
     Some((count(b)? - count(a)?) / f64::from(b - a))
+}
+
+/// System calls per blocking socketpair round trip.
+fn syscalls_per_round_trip(preload: bool) -> Option<f64> {
+    let rounds = if quick() { (1000, 3000) } else { (5000, 15000) };
+    syscalls_per_round("socketpair_pingpong", "rw", preload, rounds)
 }
 
 fn many_sleepers() -> (f64, f64) {
@@ -109,31 +118,9 @@ fn sync_mode(mode: &str) -> (f64, f64) {
     (median(plain), median(patched))
 }
 
-/// System calls per condvar round trip under the preload (between two run
-/// lengths, so start-up and teardown cancel out).
+/// System calls per condvar round trip under the preload.
 fn sync_syscalls(mode: &str) -> Option<f64> {
-    let bin = util::compile("bench_sync");
-    let lib = util::preload_lib();
-    let count = |rounds: u32| -> Option<f64> {
-        let out = std::env::temp_dir().join(format!("greenhook-strace-sync-{}-{mode}-{rounds}", std::process::id()));
-        let status = Command::new("strace")
-            .args(["-f", "-c", "-o"])
-            .arg(&out)
-            .arg(&bin)
-            .args([mode, &rounds.to_string()])
-            .env("LD_PRELOAD", &lib)
-            .output()
-            .ok()?
-            .status;
-        if !status.success() {
-            return None;
-        }
-        let text = std::fs::read_to_string(&out).ok()?;
-        let _ = std::fs::remove_file(&out);
-        let total = text.lines().find(|l| l.trim_end().ends_with("total"))?;
-        total.split_whitespace().nth(3)?.parse().ok()
-    };
-    Some((count(200_000)? - count(100_000)?) / 100_000.0)
+    syscalls_per_round("bench_sync", mode, true, (100_000, 200_000))
 }
 
 fn machine() -> String {
