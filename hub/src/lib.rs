@@ -248,10 +248,25 @@ impl Hub {
         hub
     }
 
+    /// The calling thread's hub and its running task, from one read of
+    /// the thread-local (see [`Local`]).
+    #[inline]
+    pub(crate) fn get_and_current() -> (&'static Hub, Rc<Task>) {
+        let (h, p) = LOCAL.with(|l| (l.hub.get(), l.current.get()));
+        // SAFETY: as in `get`: a non-null hub pointer is leaked, never freed.
+        let hub = unsafe { h.as_ref() }.unwrap_or_else(|| Self::create());
+        (hub, hub.task_at(p))
+    }
+
     /// The running task (the root when not in a fiber).
     #[inline]
     fn current(&self) -> Rc<Task> {
-        let p = current_ptr();
+        self.task_at(current_ptr())
+    }
+
+    /// The task at `p`, the current-task pointer (null: the root).
+    #[inline]
+    fn task_at(&self, p: *const Task) -> Rc<Task> {
         if p.is_null() {
             self.root.clone()
         } else {

@@ -73,6 +73,7 @@ pub fn park(key: usize, deadline: Option<Instant>, validate: impl FnOnce() -> bo
 /// [`park`] on the queue of an object of `kind` ("mutex", "semaphore"…) at
 /// `key`, named so in deadlock reports, with the caller's word `tag` for
 /// this waiter (see [`unpark_where`], [`unpark_best`]).
+#[inline]
 pub fn park_object(
     kind: &'static str,
     key: usize,
@@ -88,29 +89,32 @@ fn park_as(what: Waiting, key: usize, tag: u32, deadline: Option<Instant>, valid
     if !validate() {
         return Park::Invalid;
     }
-    Hub::get().waits.bucket(key).park_keyed(key, what, tag, deadline)
+    let (hub, cur) = Hub::get_and_current();
+    hub.waits.bucket(key).park_keyed(hub, cur, key, what, tag, deadline)
 }
 
 /// Wakes up to `n` tasks parked on `key`, oldest first; returns how many.
+#[inline]
 pub fn unpark(key: usize, n: usize) -> usize {
     let Some(hub) = Hub::existing() else { return 0 };
     let b = hub.waits.bucket(key);
     let mut woken = 0;
-    while woken < n && b.wake_where_keyed(Some(key), |_| true) {
+    while woken < n && b.wake_where_keyed(hub, Some(key), |_| true) {
         woken += 1;
     }
     woken
 }
 
 /// Wakes the oldest task parked on `key` whose tag satisfies `pick`.
+#[inline]
 pub fn unpark_where(key: usize, pick: impl FnMut(u32) -> bool) -> bool {
-    Hub::existing().is_some_and(|hub| hub.waits.bucket(key).wake_where_keyed(Some(key), pick))
+    Hub::existing().is_some_and(|hub| hub.waits.bucket(key).wake_where_keyed(hub, Some(key), pick))
 }
 
 /// Wakes the task parked on `key` with the highest `rank(tag)` (`None`
 /// skips it), the oldest among equals.
 pub fn unpark_best(key: usize, rank: impl FnMut(u32) -> Option<u32>) -> bool {
-    Hub::existing().is_some_and(|hub| hub.waits.bucket(key).wake_best_keyed(Some(key), rank))
+    Hub::existing().is_some_and(|hub| hub.waits.bucket(key).wake_best_keyed(hub, Some(key), rank))
 }
 
 /// How many tasks are parked on `key`.

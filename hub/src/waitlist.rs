@@ -87,13 +87,21 @@ impl WaitList {
     /// `what` names the wait in reports; `tag` is the caller's word for
     /// this waiter.
     pub fn park(&self, what: Waiting, tag: u32, deadline: Option<Instant>) -> Park {
-        self.park_keyed(0, what, tag, deadline)
+        let (hub, cur) = Hub::get_and_current();
+        self.park_keyed(hub, cur, 0, what, tag, deadline)
     }
 
-    /// [`WaitList::park`] with the node marked with `key`.
-    pub(crate) fn park_keyed(&self, key: usize, what: Waiting, tag: u32, deadline: Option<Instant>) -> Park {
-        let hub = Hub::get();
-        let cur = hub.current();
+    /// [`WaitList::park`] for `cur`, the running task of `hub` (the
+    /// caller's), with the node marked with `key`.
+    pub(crate) fn park_keyed(
+        &self,
+        hub: &Hub,
+        cur: Rc<Task>,
+        key: usize,
+        what: Waiting,
+        tag: u32,
+        deadline: Option<Instant>,
+    ) -> Park {
         cur.state.set(State::Blocked);
         cur.waiting.set(what);
         let node = Node {
@@ -124,13 +132,13 @@ impl WaitList {
     /// Wakes the oldest waiter whose tag satisfies `pick`.
     #[inline]
     pub fn wake_where(&self, pick: impl FnMut(u32) -> bool) -> bool {
-        self.wake_where_keyed(None, pick)
+        Hub::existing().is_some_and(|hub| self.wake_where_keyed(hub, None, pick))
     }
 
     /// Wakes the waiter of the highest rank (`rank(tag)`; `None` skips a
     /// waiter), the oldest among equals. Returns whether it woke one.
     pub fn wake_best(&self, rank: impl FnMut(u32) -> Option<u32>) -> bool {
-        self.wake_best_keyed(None, rank)
+        Hub::existing().is_some_and(|hub| self.wake_best_keyed(hub, None, rank))
     }
 
     /// Wakes every waiter; returns how many.
@@ -162,11 +170,11 @@ impl WaitList {
     }
 
     /// [`WaitList::wake_where`] among the nodes of `key` (all, for `None`).
-    pub(crate) fn wake_where_keyed(&self, key: Option<usize>, mut pick: impl FnMut(u32) -> bool) -> bool {
+    pub(crate) fn wake_where_keyed(&self, hub: &Hub, key: Option<usize>, mut pick: impl FnMut(u32) -> bool) -> bool {
         let mut p = self.head.get();
         while let Some(n) = self.find(p, key, &mut pick) {
             p = n.next.get();
-            if self.take(n) {
+            if self.take(hub, n) {
                 return true;
             }
         }
@@ -174,7 +182,12 @@ impl WaitList {
     }
 
     /// [`WaitList::wake_best`] among the nodes of `key` (all, for `None`).
-    pub(crate) fn wake_best_keyed(&self, key: Option<usize>, mut rank: impl FnMut(u32) -> Option<u32>) -> bool {
+    pub(crate) fn wake_best_keyed(
+        &self,
+        hub: &Hub,
+        key: Option<usize>,
+        mut rank: impl FnMut(u32) -> Option<u32>,
+    ) -> bool {
         loop {
             let mut best: Option<(&Node, u32)> = None;
             let mut p = self.head.get();
@@ -189,7 +202,7 @@ impl WaitList {
             match best {
                 None => return false,
                 Some((n, _)) => {
-                    if self.take(n) {
+                    if self.take(hub, n) {
                         return true;
                     }
                 }
@@ -218,9 +231,8 @@ impl WaitList {
     /// stale node, whose task timed out or was interrupted and has not run
     /// yet, is just dropped from the list).
     #[inline]
-    fn take(&self, n: &Node) -> bool {
+    fn take(&self, hub: &Hub, n: &Node) -> bool {
         self.unlink(n);
-        let Some(hub) = Hub::existing() else { return false };
         hub.wake_raw(n.task, n.seq, Wake::Ready)
     }
 
