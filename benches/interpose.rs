@@ -14,7 +14,13 @@
 //!    main↔thread and thread↔thread, semaphore ping-pong, barrier rounds
 //!    (target ≥ 50× faster each), uncontended mutex and rwlock read
 //!    lock+unlock (target ≤ glibc's own cost), and the system calls per
-//!    condvar round trip (target 0).
+//!    condvar round trip (target 0);
+//! 5. process-shared objects (`tests/c/pshared_pingpong.c`): a parent and
+//!    its forked child take turns through a process-shared mutex and
+//!    condvar, and through two semaphores, each process with a second
+//!    thread (so a patched wait must let its hub run): the round trip, and
+//!    how much slower it is patched (the price of waiting on a waiter
+//!    thread, docs/DESIGN.md).
 #[path = "../tests/util/mod.rs"]
 mod util;
 
@@ -136,6 +142,21 @@ fn sync_syscalls(mode: &str) -> Option<f64> {
     Some((count(200_000)? - count(100_000)?) / 100_000.0)
 }
 
+/// One `pshared_pingpong` mode: medians of interleaved unpatched and
+/// patched runs, in µs per round trip between the two processes.
+fn pshared_mode(mode: &str) -> (f64, f64) {
+    let bin = util::compile("pshared_pingpong");
+    let n = if quick() { "2000" } else { "20000" };
+    let (mut plain, mut patched) = (Vec::new(), Vec::new());
+    for _ in 0..if quick() { 3 } else { 5 } {
+        let r = util::run(&bin, &[mode, n], false, &[]);
+        plain.push(stderr_value(&r.stderr, "round_trip_us").expect("unpatched run"));
+        let r = util::run(&bin, &[mode, n], true, &[]);
+        patched.push(stderr_value(&r.stderr, "round_trip_us").expect("patched run"));
+    }
+    (median(plain), median(patched))
+}
+
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -210,6 +231,13 @@ fn main() {
     ] {
         let (u, p) = sync_mode(mode);
         println!("{label:<52} {u:>9.1} ns {p:>9.1} ns {:>7.3}×", p / u);
+    }
+    for (mode, label) in [
+        ("cond", "process-shared condvar ping-pong, parent ↔ child"),
+        ("sem", "process-shared semaphore ping-pong, parent ↔ child"),
+    ] {
+        let (u, p) = pshared_mode(mode);
+        println!("{label:<52} {u:>9.1} µs {p:>9.1} µs {:>7.2}×", p / u);
     }
     for mode in ["cond-main", "cond-threads"] {
         match sync_syscalls(mode) {
