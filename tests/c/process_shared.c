@@ -621,6 +621,15 @@ static void robust_die_later(void)
     _exit(0);
 }
 
+static void robust_signal_and_die(void)
+{
+    await_ready(1); /* the parent waits on the condvar */
+    pthread_mutex_lock(&S->m);
+    S->go = 1;
+    pthread_cond_signal(&S->c);
+    _exit(0); /* holding the condvar's mutex */
+}
+
 static void check_robust(void)
 {
     shared_new();
@@ -640,8 +649,22 @@ static void check_robust(void)
     int g = pthread_mutex_unlock(&S->m);
     int h = pthread_mutex_lock(&S->m);
     int i = pthread_mutex_trylock(&S->m);
-    result("dead owner %s, consistent %s, unlock %s, relock %s %s; waiting %s, unlock %s, then %s %s", en(a), en(b),
-           en(c), en(d), en(e), en(f), en(g), en(h), en(i));
+    /* A condvar wait whose mutex's owner dies before it is relocked. */
+    shared_new();
+    mutex_init(&S->m, PTHREAD_MUTEX_NORMAL, 1);
+    cond_init(&S->c, CLOCK_REALTIME);
+    pthread_mutex_lock(&S->m);
+    pid = child(robust_signal_and_die);
+    atomic_store(&S->ready, 1);
+    int j = 0;
+    while (!S->go && (j = pthread_cond_wait(&S->c, &S->m)) == 0)
+        ;
+    int k = pthread_mutex_consistent(&S->m);
+    pthread_mutex_unlock(&S->m);
+    reap_ok(pid);
+    result("dead owner %s, consistent %s, unlock %s, relock %s %s; waiting %s, unlock %s, then %s %s; "
+           "condvar wait %s, consistent %s",
+           en(a), en(b), en(c), en(d), en(e), en(f), en(g), en(h), en(i), en(j), en(k));
 }
 
 /* ---------- robust_thread: a thread of the owner dies ---------- */

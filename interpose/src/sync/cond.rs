@@ -64,13 +64,15 @@ unsafe fn wait(
         r = hub::Park::Unparked;
     }
     // SAFETY: the caller's mutex.
-    unsafe { mutex::acquire(m, Wait::Until(None)) };
-    if saved > 1 {
+    let relocked = unsafe { mutex::acquire(m, Wait::Until(None)) };
+    if saved > 1 && relocked == 0 {
         // SAFETY: the caller's mutex, which we own again.
         unsafe { word(m as usize, mutex::COUNT) }.store(saved, Ordering::Relaxed);
     }
     crate::cancel_point();
-    if r == hub::Park::TimedOut {
+    if relocked != 0 {
+        relocked // a robust mutex's EOWNERDEAD or ENOTRECOVERABLE, as glibc's
+    } else if r == hub::Park::TimedOut {
         libc::ETIMEDOUT
     } else {
         0

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use libc::{c_int, clockid_t, pthread_cond_t, pthread_mutex_t, timespec};
 
-use super::waiter::{self, monotonic, Interrupted};
+use super::waiter::{self, Interrupted};
 use super::{alone, hold, holder, mutex, unhold};
 use crate::sync::cond::{pthread_cond_broadcast, pthread_cond_clockwait, pthread_cond_signal, pthread_cond_wait};
 use crate::sync::mutex::{pthread_mutex_lock, pthread_mutex_unlock};
@@ -57,10 +57,13 @@ pub(in crate::sync) unsafe fn wait(
     timeout: Option<(clockid_t, *const timespec)>,
 ) -> c_int {
     crate::cancel_point();
-    let deadline = match timeout {
+    // The caller's time, checked as our emulated waits check it (EINVAL,
+    // EFAULT), and copied: glibc's wait is given the very clock and time.
+    let until = match timeout {
         None => None,
-        Some((clock, ts)) => match crate::deadline::absolute_bounded(clock, ts) {
-            Ok(d) => d,
+        Some((clock, ts)) => match crate::deadline::absolute_bounded(clock, ts).and_then(|_| crate::deadline::read(ts))
+        {
+            Ok(t) => Some((clock, t)),
             Err(e) => return e,
         },
     };
@@ -68,25 +71,37 @@ pub(in crate::sync) unsafe fn wait(
     let kind = unsafe { word(m as usize, mutex::KIND) }.load(Ordering::Relaxed);
     let r = if !mutex::kind_is_shared(kind) {
         // SAFETY: per the contract.
-        unsafe { wait_helped(c, m, deadline) }
+        unsafe { wait_helped(c, m, until) }
     } else if alone() {
         // Nothing else could run: glibc's own wait, as natively.
         // SAFETY: per the contract.
-        unsafe {
-            match timeout {
-                None => pthread_cond_wait::real(c, m),
-                Some((clock, ts)) => pthread_cond_clockwait::real(c, m, clock, ts),
-            }
-        }
+        unsafe { glibc_wait(c, m, until) }
     } else if kind & (mutex::KIND_ROBUST | mutex::KIND_PI | mutex::KIND_PP) == 0 {
         // SAFETY: per the contract.
-        unsafe { wait_handing_over(c, m, kind, deadline) }
+        unsafe { wait_handing_over(c, m, kind, until) }
     } else {
         // SAFETY: per the contract.
-        unsafe { wait_helped(c, m, deadline) }
+        unsafe { wait_helped(c, m, until) }
     };
     crate::cancel_point();
     r
+}
+
+/// The caller's clock and absolute time of a timed wait, or `None`.
+type Until = Option<(clockid_t, timespec)>;
+
+/// glibc's wait on `c` with the mutex `m`, until `until`.
+///
+/// # Safety
+/// `c` is a live condvar and `m` a live mutex.
+unsafe fn glibc_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, until: Until) -> c_int {
+    // SAFETY: per the contract.
+    unsafe {
+        match until {
+            None => pthread_cond_wait::real(c, m),
+            Some((clock, t)) => pthread_cond_clockwait::real(c, m, clock, &t),
+        }
+    }
 }
 
 /// The interrupt policy of a condition wait on a waiter thread: a pending
@@ -114,12 +129,7 @@ fn kick_for_cancel(c: *mut pthread_cond_t) -> impl FnMut() -> Interrupted {
 ///
 /// # Safety
 /// `c` is a live condvar and `m` a live mutex of `kind`.
-unsafe fn wait_handing_over(
-    c: *mut pthread_cond_t,
-    m: *mut pthread_mutex_t,
-    kind: i32,
-    deadline: Option<Instant>,
-) -> c_int {
+unsafe fn wait_handing_over(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, kind: i32, until: Until) -> c_int {
     let a = m as usize;
     let me = hub::owner_id();
     if mutex::owner_checked(kind) && holder(a) != Some(me) {
@@ -138,10 +148,7 @@ unsafe fn wait_handing_over(
         // owner word (glibc's `__owner`).
         let r = unsafe {
             word(a, mutex::OWNER).store(libc::gettid(), Ordering::Relaxed);
-            match deadline {
-                None => pthread_cond_wait::real(c, m),
-                Some(d) => pthread_cond_clockwait::real(c, m, libc::CLOCK_MONOTONIC, &monotonic(d)),
-            }
+            glibc_wait(c, m, until)
         };
         // SAFETY: as above; glibc took the mutex back for this thread.
         t.publish(r, || unsafe { word(a, mutex::OWNER) }.store(hub_tid, Ordering::Relaxed));
@@ -150,12 +157,7 @@ unsafe fn wait_handing_over(
         Some(call) => call.finish(ca, kick_for_cancel(c)).unwrap_or(0),
         // No waiter thread: wait here, blocking the hub.
         // SAFETY: per the contract.
-        None => unsafe {
-            match deadline {
-                None => pthread_cond_wait::real(c, m),
-                Some(d) => pthread_cond_clockwait::real(c, m, libc::CLOCK_MONOTONIC, &monotonic(d)),
-            }
-        },
+        None => unsafe { glibc_wait(c, m, until) },
     };
     hold(a, me, true);
     r
@@ -169,7 +171,7 @@ unsafe fn wait_handing_over(
 ///
 /// # Safety
 /// `c` is a live condvar and `m` a live mutex.
-unsafe fn wait_helped(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, deadline: Option<Instant>) -> c_int {
+unsafe fn wait_helped(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, until: Until) -> c_int {
     // SAFETY: an all-zero pthread_mutex_t is PTHREAD_MUTEX_INITIALIZER.
     let helper = Arc::new(Helper(UnsafeCell::new(unsafe { std::mem::zeroed() })));
     // SAFETY: our own fresh mutex: taken at once, by this thread.
@@ -180,10 +182,7 @@ unsafe fn wait_helped(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, deadline:
         // SAFETY: the condvar stays alive while a fiber waits on it; the
         // helper is ours (a normal mutex: glibc lets any thread unlock it).
         let r = unsafe {
-            let r = match deadline {
-                None => pthread_cond_wait::real(c, h.get()),
-                Some(d) => pthread_cond_clockwait::real(c, h.get(), libc::CLOCK_MONOTONIC, &monotonic(d)),
-            };
+            let r = glibc_wait(c, h.get(), until);
             pthread_mutex_unlock::real(h.get());
             r
         };
@@ -197,15 +196,9 @@ unsafe fn wait_helped(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, deadline:
             Err(e) => return e,
         };
         // SAFETY: the caller's condvar and our helper.
-        let r = unsafe {
-            match deadline {
-                None => pthread_cond_wait::real(c, helper.get()),
-                Some(d) => pthread_cond_clockwait::real(c, helper.get(), libc::CLOCK_MONOTONIC, &monotonic(d)),
-            }
-        };
+        let r = unsafe { glibc_wait(c, helper.get(), until) };
         // SAFETY: the caller's mutex.
-        unsafe { relock(m, saved) };
-        return r;
+        return unsafe { relock(m, saved) }.err().unwrap_or(r);
     };
     // SAFETY: our helper mutex; its lock word is only read.
     let queued = || unsafe { word(helper.get() as usize, mutex::LOCK) }.load(Ordering::Acquire) == 0;
@@ -223,23 +216,28 @@ unsafe fn wait_helped(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, deadline:
     };
     let r = call.finish(ca, kick_for_cancel(c)).unwrap_or(0);
     // SAFETY: the caller's mutex.
-    unsafe { relock(m, saved) };
-    r
+    unsafe { relock(m, saved) }.err().unwrap_or(r)
 }
 
 /// Takes the caller's mutex back after a condition wait, with the
-/// recursion levels it had.
+/// recursion levels it had. `Err` is what the wait must answer instead of
+/// its own result, as glibc's does: `EOWNERDEAD` (taken all the same) or
+/// `ENOTRECOVERABLE` from a robust mutex.
 ///
 /// # Safety
 /// `m` is a live mutex.
-unsafe fn relock(m: *mut pthread_mutex_t, saved: i32) {
+unsafe fn relock(m: *mut pthread_mutex_t, saved: i32) -> Result<(), c_int> {
     // SAFETY: per the contract.
-    unsafe { sync::mutex::acquire(m, Wait::Until(None)) };
+    match unsafe { sync::mutex::acquire(m, Wait::Until(None)) } {
+        0 => {}
+        e => return Err(e),
+    }
     if saved > 1 {
         // SAFETY: the caller's mutex, which we hold again (`__count` is
         // glibc's recursion count and ours alike).
         unsafe { word(m as usize, mutex::COUNT) }.store(saved, Ordering::Relaxed);
     }
+    Ok(())
 }
 
 /// Lets other fibers run until `ready()` (a waiter thread's first steps:
