@@ -105,12 +105,19 @@ fn sync_mode(mode: &str) -> (f64, f64) {
         (false, true) => ("20000000", "20000000"),
         (false, false) => ("2000000", "100000"),
     };
+    interleaved(&bin, &[mode, nu], &[mode, np], "ns")
+}
+
+/// Medians of interleaved unpatched and patched runs of `bin` (so drift
+/// on a noisy machine hits both sides alike) of the value `key` on stderr;
+/// each side has its own arguments.
+fn interleaved(bin: &std::path::Path, plain_args: &[&str], patched_args: &[&str], key: &str) -> (f64, f64) {
     let (mut plain, mut patched) = (Vec::new(), Vec::new());
     for _ in 0..if quick() { 3 } else { 5 } {
-        let r = util::run(&bin, &[mode, nu], false, &[]);
-        plain.push(stderr_value(&r.stderr, "ns").expect("unpatched run"));
-        let r = util::run(&bin, &[mode, np], true, &[]);
-        patched.push(stderr_value(&r.stderr, "ns").expect("patched run"));
+        let r = util::run(bin, plain_args, false, &[]);
+        plain.push(stderr_value(&r.stderr, key).expect("unpatched run"));
+        let r = util::run(bin, patched_args, true, &[]);
+        patched.push(stderr_value(&r.stderr, key).expect("patched run"));
     }
     (median(plain), median(patched))
 }
@@ -147,14 +154,7 @@ fn sync_syscalls(mode: &str) -> Option<f64> {
 fn pshared_mode(mode: &str) -> (f64, f64) {
     let bin = util::compile("pshared_pingpong");
     let n = if quick() { "2000" } else { "20000" };
-    let (mut plain, mut patched) = (Vec::new(), Vec::new());
-    for _ in 0..if quick() { 3 } else { 5 } {
-        let r = util::run(&bin, &[mode, n], false, &[]);
-        plain.push(stderr_value(&r.stderr, "round_trip_us").expect("unpatched run"));
-        let r = util::run(&bin, &[mode, n], true, &[]);
-        patched.push(stderr_value(&r.stderr, "round_trip_us").expect("patched run"));
-    }
-    (median(plain), median(patched))
+    interleaved(&bin, &[mode, n], &[mode, n], "round_trip_us")
 }
 
 fn machine() -> String {
