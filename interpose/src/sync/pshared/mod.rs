@@ -28,12 +28,12 @@
 //!   other fiber could run, glibc's blocking call is made right here, as
 //!   natively.
 //!
-//! Measured here (`tests/c/pshared_pingpong.c`, a parent and its child
-//! taking turns, each with a second thread): a round trip through a
-//! process-shared mutex and condvar takes about 35–60 µs under the preload
-//! against 8–40 µs natively, through two semaphores about 20–45 µs against
-//! 4–5 µs; the 2 ms re-check semaphores used before took about 3.6 ms,
-//! and condvars did not arrive at all.
+//! Measured here (`tests/c/pshared_pingpong.c`: a parent and its child
+//! taking turns, each with a second thread; a noisy 2-vCPU machine): a
+//! round trip through a process-shared mutex and condvar takes 30–80 µs
+//! under the preload against 10–40 µs natively, through two semaphores
+//! 20–60 µs against 5–25 µs. The 2 ms re-check semaphores had before took
+//! 2.1–3.6 ms, and a condvar's signal from the other process never arrived.
 //!
 //! Priority-inheritance and priority-protected mutexes, whose words only the
 //! kernel or glibc may hand over, are tried again every

@@ -10,7 +10,7 @@ use libc::{c_int, pthread_mutex_t};
 
 use super::waiter::{self, leave_for_cancel, monotonic, sliced};
 use super::{alone, hold, holder, mutexes_of, unhold};
-use crate::gate::emulating_objects;
+use crate::gate::emulating;
 use crate::hook::hook;
 use crate::sync::mutex::{
     pthread_mutex_clocklock, pthread_mutex_consistent, pthread_mutex_destroy, pthread_mutex_lock,
@@ -47,8 +47,10 @@ hook! {
     /// `pthread_mutex_init`: glibc's. glibc marks every robust mutex
     /// process-shared in `__kind` (the kernel wakes a dead owner's waiters
     /// with shared futex operations), so a robust mutex made private loses
-    /// the mark here: it is one of ours, emulated.
-    #[gate(emulating_objects())]
+    /// the mark here: it is one of ours, emulated. (Only initialising one
+    /// does not make the caller a thread that shares objects with fibers:
+    /// `emulating`, not `emulating_objects`.)
+    #[gate(emulating())]
     [sync] fn pthread_mutex_init(m: *mut pthread_mutex_t, attr: *const libc::pthread_mutexattr_t) -> c_int {
         // SAFETY: the caller's mutex and attribute, forwarded unchanged.
         let r = unsafe { pthread_mutex_init::real(m, attr) };
