@@ -1,10 +1,10 @@
 //! Semaphores, in glibc's own representation (the value in the low half of
 //! the first 64-bit word), so the real `sem_post`, `sem_trywait`,
 //! `sem_getvalue` and `sem_open` work on them unchanged and they cooperate
-//! in every mode. A fiber waits on the hub for a post from this hub, and
-//! on a waiter thread in glibc's `sem_clockwait` when a post may come from
-//! outside (another process, a thread that is not a fiber). A wait is a
-//! cancellation point.
+//! in every mode. A fiber waits on the hub for a post from this hub; when a
+//! post may come from outside (another process, a thread that is not a
+//! fiber) it waits as one of glibc's waiters, in the kernel, through a
+//! waiter thread (`pshared::sem`). A wait is a cancellation point.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
