@@ -6,17 +6,49 @@ mod util;
 
 use util::{differential, differential_ticking, ticker};
 
-#[test]
-fn process_shared_objects_between_a_parent_and_its_child() {
-    differential("process_shared", &[]);
+/// Runs `tests/c/<name>.c` differentially twice: each process alone on its
+/// hub (a main thread with no other thread may block in glibc, as
+/// natively), then with a thread that naps beside it in each process
+/// (`companion`: every wait of main must then let the hub run, so it goes
+/// through a waiter thread).
+fn alone_and_with_a_companion(name: &str) {
+    differential(name, &[]);
+    differential(name, &["companion"]);
 }
 
-/// Each process also runs a thread that naps: under the preload every
-/// main thread then shares its hub with a fiber, so its waits on the other
-/// process go through the waiter threads rather than straight to glibc.
 #[test]
-fn process_shared_objects_with_a_second_thread_on_each_side() {
-    differential("process_shared", &["companion"]);
+fn mutexes_between_a_parent_and_its_child() {
+    alone_and_with_a_companion("pshared_mutex");
+}
+
+#[test]
+fn robust_mutexes_whose_owner_dies() {
+    alone_and_with_a_companion("pshared_robust");
+}
+
+#[test]
+fn condition_variables_between_a_parent_and_its_child() {
+    alone_and_with_a_companion("pshared_cond");
+}
+
+#[test]
+fn rwlocks_between_a_parent_and_its_child() {
+    alone_and_with_a_companion("pshared_rwlock");
+}
+
+#[test]
+fn barriers_between_a_parent_and_its_child() {
+    alone_and_with_a_companion("pshared_barrier");
+}
+
+#[test]
+fn semaphores_between_processes_named_or_not() {
+    alone_and_with_a_companion("pshared_sem");
+}
+
+#[test]
+fn a_cancelled_waiter_leaves_a_shared_object_cleanly() {
+    alone_and_with_a_companion("pshared_cancel");
 }
 
 /// A parent and its child take turns 5,000 times through a process-shared
