@@ -1,6 +1,6 @@
 //! Waiter threads: where a fiber's blocking call on a process-shared
 //! object is made, so that the hub's one OS thread goes on running the
-//! other fibers meanwhile (see [`super::pshared`]).
+//! other fibers meanwhile (see [the module docs](super)).
 //!
 //! Another process meets such an object only in its memory and in the
 //! kernel's futex queues, so that is where a fiber must wait too: a waiter
@@ -13,8 +13,9 @@
 //! waiter threads are kept for the next call, up to [`IDLE_MAX`].
 //!
 //! A fiber that leaves a call (a cancellation takes it) tells the call's
-//! [`Ticket`]; the thread then undoes what its call did (a lock taken, a
-//! semaphore token, a futex wake-up) rather than hand it over, and ends.
+//! [`Ticket`]; the thread then undoes what its call did (an rwlock taken,
+//! a futex wake-up meant for a waiter: passed on) rather than hand it
+//! over, and ends.
 //! Timed calls are made in slices of at most [`SLICE`] ([`sliced`]), so a
 //! call whose fiber left ends soon even if the object never changes.
 
