@@ -14,8 +14,10 @@
 //!   the thread it sees.
 //! - **where a call that would block waits.** The non-blocking form is
 //!   tried on the hub's thread (`trylock`, `trywait`). When it fails and
-//!   other fibers could run, the fiber parks and a [waiter thread](waiter)
-//!   waits where the other process's wake-up arrives: in the kernel, on the
+//!   other fibers could run, a mutex or semaphore waiter first yields to
+//!   the hub for up to 30 µs looking again (another process often answers
+//!   that fast); then the fiber parks while a [waiter thread](waiter) waits
+//!   where the other process's wake-up arrives: in the kernel, on the
 //!   object's futex word, as one of glibc's waiters. For a mutex and a
 //!   semaphore that is a `FUTEX_WAIT` after marking the word contended (a
 //!   mutex's 2 or `FUTEX_WAITERS`, a semaphore's waiter count) exactly as
@@ -107,6 +109,26 @@ pub(crate) fn after_fork_child() {
 /// Whether nothing but the caller could run, so a call may block here.
 fn alone() -> bool {
     !crate::gate::can_yield()
+}
+
+/// How long a fiber yields to the hub, looking again, before it hands its
+/// wait to a waiter thread (see [`spin`]): about what that hand-off and
+/// the hand-back cost.
+const SPIN: Duration = Duration::from_micros(30);
+
+/// Yields to the hub (other fibers run, fds are polled) for up to [`SPIN`]
+/// while `busy()`: another process often answers within microseconds (a
+/// ping-pong), and catching that here spares the two hand-offs of a wait
+/// on a waiter thread. Whether `busy()` stopped holding.
+fn spin(busy: impl Fn() -> bool) -> bool {
+    let end = Instant::now() + SPIN;
+    while busy() {
+        if Instant::now() >= end {
+            return false;
+        }
+        hub::yield_now();
+    }
+    true
 }
 
 /// A time far enough away to stand for "never" in a timed call.

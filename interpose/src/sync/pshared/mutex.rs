@@ -9,7 +9,7 @@ use std::time::Instant;
 use libc::{c_int, pthread_mutex_t};
 
 use super::waiter::{self, leave_for_cancel, monotonic, sliced};
-use super::{alone, hold, holder, mutexes_of, unhold};
+use super::{alone, hold, holder, mutexes_of, spin, unhold};
 use crate::gate::emulating;
 use crate::hook::hook;
 use crate::sync::mutex::{
@@ -194,6 +194,12 @@ unsafe fn still_contended(a: usize, kind: i32) {
 unsafe fn wait_for_unlock(a: usize, kind: i32, deadline: Option<Instant>) -> bool {
     // SAFETY: per the contract.
     let lock = unsafe { word(a, LOCK) };
+    // Held: the owner's tid (robust, PI), 1 or 2 (plain); a PP mutex's
+    // word also holds its ceiling.
+    let held_bits = if kind & KIND_PP != 0 { 3 } else { FUTEX_TID_MASK };
+    if spin(|| lock.load(Ordering::Relaxed) & held_bits != 0) {
+        return true;
+    }
     let expect = if kind & (KIND_PI | KIND_PP) != 0 {
         // The kernel hands a PI mutex over to its own waiters only, and a
         // PP mutex's word holds glibc's ceiling: look again now and then

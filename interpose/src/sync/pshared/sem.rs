@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use libc::sem_t;
 
-use super::far;
 use super::waiter::{self, leave_for_cancel, sliced};
+use super::{far, spin};
 use crate::sync::{self, word};
 
 /// One of glibc's semaphore waiters: the count in the high half of the
@@ -37,6 +37,9 @@ pub(in crate::sync) unsafe fn sleep(s: *mut sem_t, deadline: Option<Instant>) ->
             word(sa, 2).load(Ordering::Relaxed) != 0,
         )
     };
+    if spin(|| value.load(Ordering::Relaxed) == 0) {
+        return true;
+    }
     data.fetch_add(SEM_WAITER, Ordering::Relaxed);
     let stayed = if value.load(Ordering::Acquire) != 0 {
         true
