@@ -14,7 +14,13 @@
 //!    main↔thread and thread↔thread, semaphore ping-pong, barrier rounds
 //!    (target ≥ 50× faster each), uncontended mutex and rwlock read
 //!    lock+unlock (target ≤ glibc's own cost), and the system calls per
-//!    condvar round trip (target 0).
+//!    condvar round trip (target 0);
+//! 5. process-shared objects (`tests/c/pshared_pingpong.c`): a parent and
+//!    its forked child take turns through a process-shared mutex and
+//!    condvar, and through two semaphores, each process with a second
+//!    thread (so a patched wait must let its hub run): the round trip, and
+//!    how much slower it is patched (the price of waiting on a waiter
+//!    thread, docs/DESIGN.md).
 #[path = "../tests/util/mod.rs"]
 mod util;
 
@@ -108,12 +114,19 @@ fn sync_mode(mode: &str) -> (f64, f64) {
         (false, true) => ("20000000", "20000000"),
         (false, false) => ("2000000", "100000"),
     };
+    interleaved(&bin, &[mode, nu], &[mode, np], "ns")
+}
+
+/// Medians of interleaved unpatched and patched runs of `bin` (so drift
+/// on a noisy machine hits both sides alike) of the value `key` on stderr;
+/// each side has its own arguments.
+fn interleaved(bin: &std::path::Path, plain_args: &[&str], patched_args: &[&str], key: &str) -> (f64, f64) {
     let (mut plain, mut patched) = (Vec::new(), Vec::new());
     for _ in 0..if quick() { 3 } else { 5 } {
-        let r = util::run(&bin, &[mode, nu], false, &[]);
-        plain.push(stderr_value(&r.stderr, "ns").expect("unpatched run"));
-        let r = util::run(&bin, &[mode, np], true, &[]);
-        patched.push(stderr_value(&r.stderr, "ns").expect("patched run"));
+        let r = util::run(bin, plain_args, false, &[]);
+        plain.push(stderr_value(&r.stderr, key).expect("unpatched run"));
+        let r = util::run(bin, patched_args, true, &[]);
+        patched.push(stderr_value(&r.stderr, key).expect("patched run"));
     }
     (median(plain), median(patched))
 }
@@ -121,6 +134,14 @@ fn sync_mode(mode: &str) -> (f64, f64) {
 /// System calls per condvar round trip under the preload.
 fn sync_syscalls(mode: &str) -> Option<f64> {
     syscalls_per_round("bench_sync", mode, true, (100_000, 200_000))
+}
+
+/// One `pshared_pingpong` mode: medians of interleaved unpatched and
+/// patched runs, in µs per round trip between the two processes.
+fn pshared_mode(mode: &str) -> (f64, f64) {
+    let bin = util::compile("pshared_pingpong");
+    let n = if quick() { "2000" } else { "20000" };
+    interleaved(&bin, &[mode, n], &[mode, n], "round_trip_us")
 }
 
 fn machine() -> String {
@@ -197,6 +218,13 @@ fn main() {
     ] {
         let (u, p) = sync_mode(mode);
         println!("{label:<52} {u:>9.1} ns {p:>9.1} ns {:>7.3}×", p / u);
+    }
+    for (mode, label) in [
+        ("cond", "process-shared condvar ping-pong, parent ↔ child"),
+        ("sem", "process-shared semaphore ping-pong, parent ↔ child"),
+    ] {
+        let (u, p) = pshared_mode(mode);
+        println!("{label:<52} {u:>9.1} µs {p:>9.1} µs {:>7.2}×", p / u);
     }
     for mode in ["cond-main", "cond-threads"] {
         match sync_syscalls(mode) {

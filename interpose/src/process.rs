@@ -177,6 +177,7 @@ fn forked() -> pid_t {
             crate::signal::after_fork_child();
         }
         crate::fd::private_pipes_after_fork();
+        crate::sync::after_fork_child();
         errno::set(e);
     }
     pid

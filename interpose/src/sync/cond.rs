@@ -1,6 +1,7 @@
 //! Condition variables, emulated without any state: waiters park on the
 //! condvar's address, a signal wakes one of them and a broadcast all. A
-//! wait is a cancellation point, before and after it.
+//! wait is a cancellation point, before and after it. A process-shared
+//! condvar is glibc's ([`super::pshared`]).
 
 use std::sync::atomic::Ordering;
 
@@ -36,6 +37,11 @@ unsafe fn wait(
     m: *mut pthread_mutex_t,
     timeout: Option<(clockid_t, *const timespec)>,
 ) -> c_int {
+    // SAFETY: the caller's condvar.
+    if unsafe { super::pshared::cond::is_shared(c) } {
+        // SAFETY: the caller's objects.
+        return unsafe { super::pshared::cond::wait(c, m, timeout) };
+    }
     crate::cancel_point();
     let deadline = match timeout {
         None => None,
@@ -58,13 +64,15 @@ unsafe fn wait(
         r = hub::Park::Unparked;
     }
     // SAFETY: the caller's mutex.
-    unsafe { mutex::acquire(m, Wait::Until(None)) };
-    if saved > 1 {
+    let relocked = unsafe { mutex::acquire(m, Wait::Until(None)) };
+    if saved > 1 && relocked == 0 {
         // SAFETY: the caller's mutex, which we own again.
         unsafe { word(m as usize, mutex::COUNT) }.store(saved, Ordering::Relaxed);
     }
     crate::cancel_point();
-    if r == hub::Park::TimedOut {
+    if relocked != 0 {
+        relocked // a robust mutex's EOWNERDEAD or ENOTRECOVERABLE, as glibc's
+    } else if r == hub::Park::TimedOut {
         libc::ETIMEDOUT
     } else {
         0
@@ -101,6 +109,11 @@ hook! {
     /// `pthread_cond_signal`.
     #[gate(emulating_objects())]
     [sync] fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
+        // SAFETY: the caller's condvar.
+        if unsafe { super::pshared::cond::is_shared(c) } {
+            // SAFETY: the caller's condvar.
+            return unsafe { super::pshared::cond::wake(c, false) };
+        }
         if !wake_one(c as usize) && crate::gate::foreign_threads() {
             // Perhaps a thread that is not a fiber waits through glibc
             // (whose state we never touch).
@@ -113,6 +126,11 @@ hook! {
     /// `pthread_cond_broadcast`.
     #[gate(emulating_objects())]
     [sync] fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
+        // SAFETY: the caller's condvar.
+        if unsafe { super::pshared::cond::is_shared(c) } {
+            // SAFETY: the caller's condvar.
+            return unsafe { super::pshared::cond::wake(c, true) };
+        }
         wake_all(c as usize);
         if crate::gate::foreign_threads() {
             // SAFETY: the caller's condvar (see pthread_cond_signal).

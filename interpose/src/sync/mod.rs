@@ -1,7 +1,8 @@
 //! Fiber-aware pthread synchronisation: one file per primitive
-//! ([`mutex`], [`cond`], [`rwlock`], [`barrier`], [`spin`], [`sem`]), and
-//! here what they share: the words of the caller's object, owner ids,
-//! where waiters wait ([`Waiters`]) and the timed-lock rule.
+//! ([`mutex`], [`cond`], [`rwlock`], [`barrier`], [`spin`], [`sem`]),
+//! process-shared objects in [`pshared`], and here what they share: the
+//! words of the caller's object, owner ids, where waiters wait
+//! ([`Waiters`]) and the timed-lock rule.
 //!
 //! A blocked waiter parks on the hub ([`hub::park_object`], keyed by the
 //! object's address) instead of blocking the only OS thread, so a fiber
@@ -36,8 +37,20 @@
 //! word), so the real `trylock`/`sem_post`/`sem_getvalue`/`sem_open` work on
 //! them unchanged and they cooperate in every mode. A semaphore that
 //! another process or a real thread may post (process-shared, e.g.
-//! `sem_open`, or any semaphore when threads stay native) is re-checked
-//! every 2 ms while a fiber waits, since such a post cannot reach this hub.
+//! `sem_open`, or any semaphore when threads stay native) is waited for as
+//! one of glibc's waiters, in the kernel, since such a post cannot reach
+//! this hub ([`pshared`]).
+//!
+//! ## Process-shared objects
+//! A mutex, condvar, rwlock or barrier initialised `PTHREAD_PROCESS_SHARED`
+//! is not emulated at all: another process can meet it only through its
+//! memory and the kernel's futex, so it stays glibc's, and [`pshared`]
+//! (one file per primitive again) keeps beside it which fiber holds it and
+//! makes a fiber's blocking wait on a waiter thread. Such objects are told
+//! apart by what glibc's init writes: the mutex's `__kind` bit 128, the
+//! condvar's `__wrefs` bit 0, the rwlock's `__shared`, the barrier's
+//! `shared` word (128; our own barrier init writes 0 there, as glibc's
+//! private one does).
 //!
 //! With `GREENHOOK_THREADS=native` and in `patch_all()` mode, mutexes,
 //! condvars, rwlocks and barriers pass through to glibc (real threads share
@@ -47,8 +60,8 @@
 //! "owner died" (word `__spins`/`__elision`, zero in every initialiser), so
 //! the next locker gets `EOWNERDEAD`; `pthread_mutex_consistent` clears it,
 //! an unlock without it makes the mutex `ENOTRECOVERABLE`.
-//! Limits: priority-inheritance and process-shared mutexes are emulated
-//! like plain ones; all waiters of an emulated
+//! Limits: priority-inheritance mutexes that are not process-shared are
+//! emulated like plain ones; all waiters of an emulated
 //! object must be on one OS thread (true when threads are fibers).
 //!
 //! Condition and semaphore waits are cancellation points; they reach
@@ -62,11 +75,19 @@ use libc::{c_int, clockid_t, timespec};
 pub mod barrier;
 pub mod cond;
 pub mod mutex;
+mod pshared;
 pub mod rwlock;
 pub mod sem;
 pub mod spin;
 
-pub(crate) use mutex::owner_died;
+pub(crate) use pshared::after_fork_child;
+
+/// The calling fiber is ending: the robust mutexes it holds become "owner
+/// died" (emulated ones, and process-shared ones).
+pub(crate) fn owner_died() {
+    mutex::owner_died();
+    pshared::mutex::owner_died();
+}
 
 /// The `i`th 32-bit word of the object at `p`.
 ///
@@ -126,6 +147,10 @@ impl Kind {
 /// Who holds the object a deadlock report names: the owner word of a
 /// mutex or a write-locked rwlock.
 fn owner_of(kind: &'static str, addr: usize) -> Option<String> {
+    // SAFETY: a task is parked on the object right now, so it is alive.
+    if kind == "mutex" && pshared::mutex::kind_is_shared(unsafe { word(addr, 4) }.load(Ordering::Relaxed)) {
+        return pshared::describe_holder(addr);
+    }
     let w = match kind {
         "mutex" => mutex::OWNER,
         "rwlock" => rwlock::WRITER,

@@ -57,7 +57,7 @@ pub(super) unsafe fn acquire(m: *mut pthread_mutex_t, wait: Wait) -> c_int {
     let a = m as usize;
     // SAFETY: per the contract (pthread_mutex_t is 40 bytes, 8-aligned).
     let (lock, kind_word) = unsafe { (word(a, LOCK), word(a, KIND).load(Ordering::Relaxed)) };
-    if kind_word & KIND_ROBUST_FLAG == 0
+    if kind_word & (KIND_ROBUST_FLAG | KIND_PSHARED_FLAG) == 0
         && lock
             .compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
@@ -73,13 +73,17 @@ pub(super) unsafe fn acquire(m: *mut pthread_mutex_t, wait: Wait) -> c_int {
     unsafe { acquire_slow(a, kind_word, wait) }
 }
 
-/// [`acquire`] when the lock is taken, or robust.
+/// [`acquire`] when the lock is taken, or robust, or process-shared.
 ///
 /// # Safety
 /// `a` is a live mutex.
 #[cold]
 #[inline(never)]
 unsafe fn acquire_slow(a: usize, kind_word: i32, wait: Wait) -> c_int {
+    if super::pshared::mutex::kind_is_shared(kind_word) {
+        // SAFETY: per the contract.
+        return unsafe { super::pshared::mutex::lock(a as *mut pthread_mutex_t, wait) };
+    }
     // SAFETY: per the contract.
     let (lock, count, owner, robust) = unsafe { (word(a, LOCK), word(a, COUNT), word(a, OWNER), word(a, ROBUST)) };
     let me = hub::owner_id();
@@ -144,7 +148,7 @@ pub(super) unsafe fn release(m: *mut pthread_mutex_t, full: bool) -> Result<i32,
     let a = m as usize;
     // SAFETY: per the contract.
     let (lock, kind_word) = unsafe { (word(a, LOCK), word(a, KIND).load(Ordering::Relaxed)) };
-    if kind_word & (KIND_ROBUST_FLAG | 3) == 0 && lock.load(Ordering::Relaxed) == LOCKED {
+    if kind_word & (KIND_ROBUST_FLAG | KIND_PSHARED_FLAG | 3) == 0 && lock.load(Ordering::Relaxed) == LOCKED {
         // A normal mutex nobody waits for (glibc does not check the owner
         // of a normal mutex either).
         // SAFETY: per the contract.
@@ -166,6 +170,10 @@ pub(super) unsafe fn release(m: *mut pthread_mutex_t, full: bool) -> Result<i32,
 #[cold]
 #[inline(never)]
 unsafe fn release_slow(a: usize, kind_word: i32, full: bool) -> Result<i32, c_int> {
+    if super::pshared::mutex::kind_is_shared(kind_word) {
+        // SAFETY: per the contract.
+        return unsafe { super::pshared::mutex::unlock(a as *mut pthread_mutex_t, full) };
+    }
     // SAFETY: per the contract.
     let (lock, count, owner) = unsafe { (word(a, LOCK), word(a, COUNT), word(a, OWNER)) };
     let k = kind_of(kind_word);
@@ -211,7 +219,8 @@ unsafe fn unlock_and_wake(a: usize) {
         // sleeping in the kernel on this word. Wake it as glibc's unlock
         // would (if nobody sleeps there, the wake-up finds nobody).
         // SAFETY: per the contract.
-        let shared = unsafe { word(a, KIND) }.load(Ordering::Relaxed) & KIND_PSHARED_FLAG != 0;
+        // (glibc's robust mutexes always use shared futexes.)
+        let shared = unsafe { word(a, KIND) }.load(Ordering::Relaxed) & (KIND_PSHARED_FLAG | KIND_ROBUST_FLAG) != 0;
         super::futex_wake(lock, 1, shared);
     }
 }
@@ -238,6 +247,11 @@ hook! {
     #[gate(emulating_objects())]
     [sync] fn pthread_mutex_consistent(m: *mut pthread_mutex_t) -> c_int {
         let a = m as usize;
+        // SAFETY: the caller's mutex.
+        if super::pshared::mutex::kind_is_shared(unsafe { word(a, KIND) }.load(Ordering::Relaxed)) {
+            // SAFETY: the caller's mutex.
+            return unsafe { super::pshared::mutex::consistent(m) };
+        }
         // SAFETY: the caller's mutex.
         let (robust, owner, kind) = unsafe { (word(a, ROBUST), word(a, OWNER), word(a, KIND)) };
         if kind.load(Ordering::Relaxed) & KIND_ROBUST_FLAG == 0
@@ -292,6 +306,11 @@ hook! {
     /// (our state keeps the fields it checks as it expects them).
     #[gate(emulating_objects())]
     [sync] fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int {
+        // SAFETY: the caller's mutex.
+        if super::pshared::mutex::kind_is_shared(unsafe { word(m as usize, KIND) }.load(Ordering::Relaxed)) {
+            // SAFETY: the caller's mutex.
+            return unsafe { super::pshared::mutex::destroy(m) };
+        }
         // SAFETY: the caller's mutex.
         if unsafe { word(m as usize, LOCK) }.load(Ordering::Relaxed) != 0 {
             return libc::EBUSY;

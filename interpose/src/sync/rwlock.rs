@@ -2,7 +2,8 @@
 //! is -1 (a writer holds it) or the number of readers, another the
 //! writer's owner id. Readers are preferred, as in glibc's default: a
 //! reader gets in whenever no writer holds the lock, even while writers
-//! wait.
+//! wait. A process-shared rwlock (`__shared`, set by glibc's init) is
+//! glibc's ([`super::pshared`]).
 
 use std::sync::atomic::Ordering;
 
@@ -30,6 +31,11 @@ use Mode::{Read, Write};
 /// # Safety
 /// `l` is a live rwlock.
 unsafe fn lock(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
+    // SAFETY: the caller's rwlock.
+    if unsafe { super::pshared::rwlock::is_shared(l) } {
+        // SAFETY: the caller's rwlock.
+        return unsafe { super::pshared::rwlock::lock(l, mode == Write, wait) };
+    }
     let a = l as usize;
     // SAFETY: the caller's rwlock (56 bytes).
     let (state, writer) = unsafe { (word(a, STATE), word(a, WRITER)) };
@@ -140,6 +146,11 @@ hook! {
     /// the last reader out.
     #[gate(emulating_objects())]
     [sync] fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_int {
+        // SAFETY: the caller's rwlock.
+        if unsafe { super::pshared::rwlock::is_shared(l) } {
+            // SAFETY: the caller's rwlock.
+            return unsafe { super::pshared::rwlock::unlock(l) };
+        }
         let a = l as usize;
         // SAFETY: the caller's rwlock.
         let (state, writer) = unsafe { (word(a, STATE), word(a, WRITER)) };

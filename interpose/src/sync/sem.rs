@@ -1,20 +1,19 @@
 //! Semaphores, in glibc's own representation (the value in the low half of
 //! the first 64-bit word), so the real `sem_post`, `sem_trywait`,
 //! `sem_getvalue` and `sem_open` work on them unchanged and they cooperate
-//! in every mode. A wait is a cancellation point.
+//! in every mode. A fiber waits on the hub for a post from this hub; when a
+//! post may come from outside (another process, a thread that is not a
+//! fiber) it waits as one of glibc's waiters, in the kernel, through a
+//! waiter thread (`pshared::sem`). A wait is a cancellation point.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use libc::{c_int, clockid_t, sem_t, timespec};
 
 use super::{park, tag, wake_one, word, Kind};
 use crate::gate::cooperative;
 use crate::hook::hook;
-
-/// How often a fiber re-checks a semaphore that a post from outside this
-/// hub (another process, a real thread) may change without waking it.
-const POLL: Duration = Duration::from_millis(2);
 
 /// The semaphore's value word (low half of glibc's 64-bit `data`).
 ///
@@ -26,7 +25,8 @@ unsafe fn value<'a>(s: *mut sem_t) -> &'a AtomicU32 {
 }
 
 /// Whether a post may come from outside this hub (another process or a
-/// real thread), so waiters must re-check the value now and then.
+/// real thread), so waiters must wait where such a post wakes them: in the
+/// kernel, as glibc's waiters (see `pshared::sem`).
 ///
 /// # Safety
 /// `s` is a live semaphore.
@@ -73,15 +73,16 @@ unsafe fn wait(s: *mut sem_t, timeout: Option<(clockid_t, *const timespec)>) -> 
         if d.is_some_and(|d| Instant::now() >= d) {
             return Err(libc::ETIMEDOUT);
         }
-        let wake_at = if remote {
-            let p = Instant::now() + POLL;
-            Some(d.map_or(p, |d| d.min(p)))
+        if remote {
+            // A post from outside this hub wakes only the kernel's
+            // waiters: wait as one, then look again.
+            // SAFETY: per the contract.
+            unsafe { super::pshared::sem::sleep(s, d) };
         } else {
-            d
-        };
-        park(Kind::Semaphore, s as usize, tag(0), wake_at, || {
-            v.load(Ordering::Relaxed) == 0
-        });
+            park(Kind::Semaphore, s as usize, tag(0), d, || {
+                v.load(Ordering::Relaxed) == 0
+            });
+        }
         crate::cancel_point();
     }
 }
