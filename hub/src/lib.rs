@@ -79,7 +79,7 @@ pub use fork::{in_loop, reset_after_fork, set_poll_hook};
 pub use handover::yield_now;
 pub use park::{park, park_object, parked, parked_where, unpark, unpark_best, unpark_where, Park};
 pub use pool::{offload, pool_size};
-pub use remote::{park_remote, wait_remote, RemoteWaker};
+pub use remote::{park_remote, unpark_from_elsewhere, wait_remote, RemoteWaker};
 pub use spawn::{exit_current, for_each_task, join, join_interruptible, join_until, live_fibers, spawn, Spawn};
 pub use stats::{stalls, stats, stats_table, Stats};
 pub use task::{current, current_user, in_fiber, owner_id, with_current_fiber, State, Task, Waiting, Wake};

@@ -9,7 +9,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crossbeam_queue::SegQueue;
 
@@ -19,8 +19,41 @@ use crate::{Hub, Park, Waiting, Wake};
 
 struct Shared {
     queue: SegQueue<u64>,
+    /// Keys to unpark, with how many, from threads that are not the hub's
+    /// ([`unpark_from_elsewhere`]).
+    unparks: SegQueue<(usize, usize)>,
     notified: AtomicBool,
     notifier: Notifier,
+}
+
+impl Shared {
+    /// Makes sure the hub's loop looks at its inbox soon.
+    fn announce(&self) {
+        if !self.notified.swap(true, Ordering::SeqCst) {
+            self.notifier.notify();
+        }
+    }
+}
+
+/// The inbox of the first hub that ran fibers (under the preload, the main
+/// thread's): where [`unpark_from_elsewhere`] posts.
+static FIBER_HUB: OnceLock<Arc<Shared>> = OnceLock::new();
+
+/// Wakes up to `n` tasks parked on `key` in the hub that runs the process's
+/// fibers, from any thread: a thread that is not a fiber (a library's own,
+/// made past our `pthread_create`) releasing a pthread object fibers wait
+/// for. On that hub's own thread it is [`unpark`](crate::unpark); elsewhere
+/// the request is queued and the hub's loop is woken to carry it out.
+pub fn unpark_from_elsewhere(key: usize, n: usize) {
+    let Some(target) = FIBER_HUB.get() else { return };
+    if let Some(hub) = Hub::existing() {
+        if Arc::ptr_eq(&hub.remote.shared, target) {
+            crate::unpark(key, n);
+            return;
+        }
+    }
+    crate::internal::bookkeeping(|| target.unparks.push((key, n)));
+    target.announce();
 }
 
 /// The hub side.
@@ -38,6 +71,7 @@ impl Inbox {
         Inbox {
             shared: Arc::new(Shared {
                 queue: SegQueue::new(),
+                unparks: SegQueue::new(),
                 notified: AtomicBool::new(false),
                 notifier,
             }),
@@ -81,6 +115,16 @@ impl Inbox {
                 hub.wake(&w, Wake::Ready);
             }
         }
+        while let Some((key, n)) = crate::internal::bookkeeping(|| self.shared.unparks.pop()) {
+            crate::unpark(key, n);
+        }
+    }
+
+    /// Makes this hub the one [`unpark_from_elsewhere`] posts to, if none is.
+    pub(crate) fn register_fiber_hub(&self) {
+        if FIBER_HUB.get().is_none() {
+            let _ = FIBER_HUB.set(self.shared.clone());
+        }
     }
 }
 
@@ -101,9 +145,7 @@ impl RemoteWaker {
 impl Drop for RemoteWaker {
     fn drop(&mut self) {
         crate::internal::bookkeeping(|| self.shared.queue.push(self.token));
-        if !self.shared.notified.swap(true, Ordering::SeqCst) {
-            self.shared.notifier.notify();
-        }
+        self.shared.announce();
     }
 }
 

@@ -38,6 +38,7 @@ pub fn spawn(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
 fn spawn_task(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
     let hub = Hub::get();
     crate::LOCAL.with(|l| l.fiber_thread.set(1));
+    hub.remote.register_fiber_hub();
     let body = move |_: fiber::Suspender<'_>| {
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
             let _g = internal::Guard::new();

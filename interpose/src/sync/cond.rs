@@ -107,8 +107,13 @@ hook! {
     }
 
     /// `pthread_cond_signal`.
-    #[gate(emulating_objects())]
     [sync] fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
+        if !emulating_objects() {
+            // SAFETY: the caller's condvar, forwarded unchanged.
+            let r = unsafe { pthread_cond_signal::real(c) };
+            super::foreign_release(c as usize, 1);
+            return r;
+        }
         // SAFETY: the caller's condvar.
         if unsafe { super::pshared::cond::is_shared(c) } {
             // SAFETY: the caller's condvar.
@@ -124,8 +129,13 @@ hook! {
     }
 
     /// `pthread_cond_broadcast`.
-    #[gate(emulating_objects())]
     [sync] fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
+        if !emulating_objects() {
+            // SAFETY: the caller's condvar, forwarded unchanged.
+            let r = unsafe { pthread_cond_broadcast::real(c) };
+            super::foreign_release(c as usize, usize::MAX);
+            return r;
+        }
         // SAFETY: the caller's condvar.
         if unsafe { super::pshared::cond::is_shared(c) } {
             // SAFETY: the caller's condvar.

@@ -236,6 +236,18 @@ fn foreign_nap(deadline: Option<Instant>) -> Option<Instant> {
     Some(deadline.map_or(nap, |d| d.min(nap)))
 }
 
+/// A thread that is not the fibers' own (it used glibc's function, and is
+/// noted) has released the object at `addr`: fibers parked on it in the
+/// fibers' hub are woken from here, up to `n` of them, to look again. The
+/// 2 ms re-check of waits made once such threads exist stays as the net
+/// for releases glibc makes internally (a condvar wait unlocking its
+/// mutex), which no hook sees.
+fn foreign_release(addr: usize, n: usize) {
+    if crate::gate::patched() && crate::threads_as_fibers() {
+        hub::unpark_from_elsewhere(addr, n);
+    }
+}
+
 /// Wakes up to `n` threads glibc put to sleep in the kernel on `word`.
 fn futex_wake(word: &AtomicI32, n: i32, shared: bool) {
     let op = if shared {

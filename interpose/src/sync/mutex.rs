@@ -293,8 +293,17 @@ hook! {
     }
 
     /// `pthread_mutex_unlock`.
-    #[gate(emulating_objects())]
     [sync] fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
+        if !emulating_objects() {
+            // SAFETY: the caller's mutex.
+            let waiters = unsafe { word(m as usize, LOCK) }.load(Ordering::Relaxed) == LOCKED_WAITERS;
+            // SAFETY: the caller's mutex, forwarded unchanged.
+            let r = unsafe { pthread_mutex_unlock::real(m) };
+            if waiters {
+                super::foreign_release(m as usize, 1);
+            }
+            return r;
+        }
         // SAFETY: the caller's mutex.
         match unsafe { release(m, false) } {
             Ok(_) => 0,

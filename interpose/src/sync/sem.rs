@@ -124,8 +124,7 @@ hook! {
         let r = unsafe { sem_post::real(s) };
         if r == 0 && crate::gate::patched() {
             if crate::threads_as_fibers() && !crate::gate::emulating_objects() {
-                // A thread that is not the fibers' own posted (and is now
-                // noted): fibers waiting on this semaphore re-check it.
+                super::foreign_release(s as usize, 1);
                 return r;
             }
             wake_one(s as usize);
