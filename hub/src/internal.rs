@@ -63,6 +63,78 @@ pub(crate) fn mark_thread() {
     LOCAL.with(|l| l.depth.set(l.depth.get() + 1));
 }
 
+/// Blocks every signal in the calling thread, one of greenhook's own
+/// (workers, the stall monitor): signals are for the program's threads,
+/// and a process-directed one taken here would neither interrupt the hub's
+/// wait nor reach the fiber it was meant for.
+pub(crate) fn block_signals() {
+    // SAFETY: a local set, filled and applied to this thread only (through
+    // libc: the hooks pass machinery threads through to the real call).
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+    }
+}
+
+// ---------- hook depth ----------
+//
+// The layer above counts how deep the running context is in its hooks, so
+// that a signal handler can tell the program's code from greenhook's (see
+// [`in_greenhook`]) and a hook can tell when it returns to the program. The
+// count lives next to `depth` in the one thread-local (a load and a store
+// per hook), and is per context: a switch saves the count of the context it
+// leaves and gives it back when that context runs again (`Hub::switch_to`,
+// `Hub::hand_over`, `Task::suspend`); a new fiber starts at 0.
+
+/// Enters a hook: the running context is in greenhook's code until the
+/// matching [`leave_hook`].
+#[inline(always)]
+pub fn enter_hook() {
+    LOCAL.with(|l| l.hooks.set(l.hooks.get() + 1));
+}
+
+/// Leaves a hook; returns how deep the context still is (0: back in the
+/// program's code).
+#[inline(always)]
+pub fn leave_hook() -> u32 {
+    LOCAL.with(|l| {
+        let d = l.hooks.get().saturating_sub(1);
+        l.hooks.set(d);
+        d
+    })
+}
+
+/// How deep the running context is in hooks.
+#[inline(always)]
+pub fn hook_depth() -> u32 {
+    LOCAL.with(|l| l.hooks.get())
+}
+
+/// Sets the running context's hook depth: 0 while a hook runs the
+/// program's code (a start routine, a destructor, a signal handler), then
+/// back to what it was.
+#[inline(always)]
+pub fn set_hook_depth(d: u32) {
+    LOCAL.with(|l| l.hooks.set(d));
+}
+
+/// Whether the code running now is greenhook's: a hook, machinery, or the
+/// hub's loop. Reads thread-local cells only, so a signal handler may ask.
+#[inline]
+pub fn in_greenhook() -> bool {
+    LOCAL.with(|l| l.hooks.get() != 0 || l.depth.get() != 0) || crate::in_loop()
+}
+
+/// Makes this thread's hub notice at once, if it is waiting in its poller,
+/// that something happened (a signal noted for it). Async-signal-safe: one
+/// `write` to the poller's eventfd, nothing if the thread has no hub.
+pub fn wake_loop() {
+    if let Some(h) = crate::Hub::existing() {
+        h.reactor.notify();
+    }
+}
+
 // The layer above registers these once it is loaded. Each is set at most
 // once: the first registration wins and later ones are ignored, which is
 // what every caller wants (each registers the same function whenever it

@@ -167,11 +167,14 @@ impl Hub {
         if self.cpu.on.get() {
             self.cpu_resuming();
         }
+        // The hook depth is per context (see `internal::enter_hook`).
+        let hooks = crate::internal::hook_depth();
         // SAFETY: the hub belongs to this thread, and so does its errno slot.
         let done = t
             .fiber
             .as_ref()
             .is_some_and(|f| unsafe { f.resume_with_errno(self.errno) });
+        crate::internal::set_hook_depth(hooks);
         if self.cpu.on.get() {
             self.cpu_suspended(t);
         }
@@ -196,6 +199,9 @@ impl Hub {
     /// One turn of the reactor and the timers. With `block`, waits until the
     /// next timer (or forever) when nothing is runnable.
     pub(crate) fn poll(&self, block: bool) {
+        // What arrived since the last turn (signals) may wake tasks: before
+        // deciding how long to wait, and whether this is a deadlock.
+        fork::run_poll_hook();
         let now = Instant::now();
         let timeout = if !block || !self.runq.is_empty() {
             Some(Duration::ZERO)

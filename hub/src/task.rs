@@ -116,9 +116,13 @@ impl Task {
     #[inline(always)]
     pub(crate) unsafe fn suspend(&self) {
         debug_assert!(!self.is_root());
+        // Our hook depth, given back when we run again (whoever resumes us
+        // restores its own: see `internal::enter_hook`).
+        let hooks = crate::internal::hook_depth();
         // SAFETY: the caller's contract: a running fiber task has a fiber,
         // and we run on its stack.
-        unsafe { self.fiber.as_ref().unwrap_unchecked().suspend() }
+        unsafe { self.fiber.as_ref().unwrap_unchecked().suspend() };
+        crate::internal::set_hook_depth(hooks);
     }
 
     /// Suspends this task's fiber as runnable: it yields.
@@ -329,6 +333,20 @@ impl Hub {
 /// The task running now (the root context when not in a fiber).
 pub fn current() -> Rc<Task> {
     Hub::get().current()
+}
+
+/// The thread's root context (its own stack, which runs the loop while it
+/// waits), from any of its contexts.
+pub fn root() -> Rc<Task> {
+    Hub::get().root.clone()
+}
+
+/// The running task's id ([`Task::id`]: 0 in the root context), read
+/// without touching reference counts (usable from a signal handler).
+#[inline]
+pub fn current_id() -> u64 {
+    // SAFETY: the current-task pointer points at the running task, alive while it runs.
+    unsafe { crate::current_ptr().as_ref() }.map_or(0, |t| t.id())
 }
 
 /// The running fiber's opaque user word (see [`Task::set_user`]), read
