@@ -105,7 +105,16 @@ fn signal_masks_are_per_thread() {
     differential("sig_fibers", &["masks"]);
 }
 
-/// `pthread_kill` to a fiber reaches that fiber (signal::kill_fiber).
+/// `pselect`, `ppoll` and `epoll_pwait` with an empty mask in a thread
+/// that blocks the signal: the handler runs in it, under the call's mask,
+/// and the call fails with `EINTR`. (Regression: held for a thread whose
+/// own mask blocked it, the handler never ran.)
+#[test]
+fn a_waits_temporary_mask_lets_its_signal_in() {
+    differential("sig_fibers", &["waitmask"]);
+}
+
+/// `pthread_kill` to a fiber reaches that fiber (signal::kill).
 #[test]
 fn pthread_kill_reaches_the_target_thread() {
     differential("sig_fibers", &["pthread_kill"]);

@@ -210,6 +210,7 @@ fn run_now(sig: c_int, v: &Via, info: *mut siginfo_t, uc: *mut c_void) -> bool {
                 st.apply_real();
                 Plan::Virtual(mask)
             }
+            Some(_) if st.real_mask().is_some_and(|r| temporary_mask(sig, v, r)) => Plan::Plain,
             _ => Plan::Defer,
         }
     })
@@ -241,6 +242,23 @@ fn run_now(sig: c_int, v: &Via, info: *mut siginfo_t, uc: *mut c_void) -> bool {
         claim(id, handler_mask(sig, v) & !old);
     }
     true
+}
+
+/// Whether the program's code was interrupted inside a system call that
+/// replaced the thread's real mask for its duration (`ppoll`, `pselect`,
+/// `epoll_pwait`, `sigsuspend` called for real): the kernel chose to
+/// deliver under the mask the program gave it, and that choice stands.
+/// Seen from the handler, the real mask is then not ours (`real`) plus the
+/// handler's: the kernel added the handler's mask to the call's. One
+/// `pthread_sigmask` query, made only for a signal the running context
+/// masks.
+fn temporary_mask(sig: c_int, v: &Via, real: u64) -> bool {
+    // SAFETY: a zeroed sigset is a valid out buffer.
+    let mut now: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: a query only.
+    unsafe { super::pthread_sigmask::real(libc::SIG_SETMASK, std::ptr::null(), &mut now) };
+    let handler = handler_mask(sig, v) | UNBLOCKABLE;
+    set_to_bits(&now) & !handler != real & !handler
 }
 
 // ---------- recipients ----------

@@ -248,7 +248,7 @@ hook! {
 
 /// Whether masks are virtual here: on the fibers' thread, once a fiber was
 /// made (see the module docs).
-fn virtual_masks() -> bool {
+pub(crate) fn virtual_masks() -> bool {
     emulating() && (can_yield() || state::with(|st| st.ready()).unwrap_or(false))
 }
 
@@ -521,8 +521,9 @@ pub(crate) fn kill(to: u64, sig: c_int, value: Option<libc::sigval>) -> c_int {
 
 hook! {
     /// `raise(3)`: `pthread_kill` of the calling thread (glibc's would
-    /// signal the OS thread, whichever context accepts it first).
-    #[gate(emulating())]
+    /// signal the OS thread, whichever context accepts it first), once
+    /// masks are per thread.
+    #[gate(virtual_masks())]
     [signal] fn raise(sig: c_int) -> c_int {
         match kill(hub::current_id(), sig, None) {
             0 => 0,
@@ -629,6 +630,43 @@ hook! {
         switch_mask(&me, m, saved);
         errno::fail(libc::EINTR)
     }
+}
+
+/// Runs `wait` (the body of `ppoll`, `pselect`, `epoll_pwait`) with `mask`
+/// as the calling thread's mask, as the kernel does for the call: a signal
+/// it unblocks reaches the thread meanwhile (an interrupted wait returns
+/// `EINTR`), and its handler runs under that mask before the call returns.
+/// One already due when the mask is set runs at once, and the call fails
+/// with `EINTR` without waiting. A null `mask` (or masks that are not
+/// virtual) changes nothing.
+pub(crate) fn with_wait_mask(mask: *const sigset_t, wait: impl FnOnce() -> c_int) -> c_int {
+    if mask.is_null() || !virtual_masks() {
+        return wait();
+    }
+    // An unreadable mask: the real call (inside `wait`) says EFAULT.
+    let Ok(m) = crate::user::read(mask) else {
+        return wait();
+    };
+    let m = set_to_bits(&m) & !UNBLOCKABLE;
+    let me = hub::current();
+    let Some(saved) = state::with(|st| {
+        st.ensure();
+        st.mask(me.id())
+    }) else {
+        return wait();
+    };
+    switch_mask(&me, saved, m);
+    let r = if run_pending().handler {
+        errno::fail(libc::EINTR)
+    } else {
+        let r = wait();
+        let e = errno::get();
+        run_pending();
+        errno::set(e);
+        r
+    };
+    switch_mask(&me, m, saved);
+    r
 }
 
 /// A non-blocking signalfd over `set` (raw system call: not a managed fd).

@@ -364,6 +364,11 @@ impl State {
         self.real.set(Some(want));
     }
 
+    /// The real mask as last set by us.
+    pub(super) fn real_mask(&self) -> Option<u64> {
+        self.real.get()
+    }
+
     /// Notes that the real mask is `m` (set by the kernel at a handler's
     /// return).
     pub(super) fn real_is(&self, m: u64) {

@@ -755,11 +755,13 @@ hook! {
 }
 
 /// Whether `t`, one of glibc's handles, is the fibers' OS thread's own
-/// (the root context's), signalled from that thread: its signals are held
-/// for the root as a fiber's are for the fiber.
+/// (the root context's), signalled from that thread once masks are per
+/// thread: its signals are held for the root as a fiber's are for the
+/// fiber. (Before any fiber, the kernel's own thread-directed signal is
+/// exactly right, and `signalfd` sees it.)
 fn own_root(t: pthread_t) -> bool {
     // SAFETY: no arguments.
-    emulating() && t == unsafe { pthread_self::real() }
+    crate::signal::virtual_masks() && t == unsafe { pthread_self::real() }
 }
 
 /// glibc's internal signals (cancellation, set*id), which `pthread_kill`
