@@ -16,7 +16,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 use std::rc::Rc;
 use std::sync::atomic::Ordering::SeqCst;
 
@@ -57,29 +57,9 @@ impl Ctx {
     }
 }
 
-/// Fiber ids are serial numbers: a multiply spreads them.
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 pub(super) struct State {
     root: RefCell<Option<Ctx>>,
-    fibers: RefCell<HashMap<u64, Ctx, BuildHasherDefault<IdHasher>>>,
+    fibers: RefCell<HashMap<u64, Ctx, BuildHasherDefault<crate::thread::HandleHasher>>>,
     /// Per signal, the contexts (with an entry) that do not block it.
     accept: [Cell<u32>; NSIG],
     /// The real mask as last set by us (None: not set yet).

@@ -95,9 +95,10 @@ pub(crate) struct Record {
 }
 
 /// The registry's hasher: keys are handles, distinct serial numbers, so a
-/// multiply spreads them well (no SipHash on every look-up).
+/// multiply spreads them well (no SipHash on every look-up). Fiber ids are
+/// serial numbers too (the signal state's map).
 #[derive(Default)]
-struct HandleHasher(u64);
+pub(crate) struct HandleHasher(u64);
 
 impl Hasher for HandleHasher {
     fn write(&mut self, bytes: &[u8]) {
@@ -108,6 +109,10 @@ impl Hasher for HandleHasher {
 
     fn write_usize(&mut self, n: usize) {
         self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
 
     fn finish(&self) -> u64 {
