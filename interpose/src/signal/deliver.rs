@@ -535,7 +535,8 @@ fn run_pending_slow() -> Ran {
 
 /// The hub's turn: places what arrived and wakes the recipients.
 pub(super) fn on_poll() {
-    if table::any_raw() {
+    // One load on every poller turn of every threaded program.
+    if WORK.load(Relaxed) != 0 && table::any_raw() {
         // Greenhook's code, even where the loop runs outside any hook.
         hub::internal::enter_hook();
         place(None);
