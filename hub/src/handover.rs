@@ -133,10 +133,8 @@ impl Hub {
         t.state.set(State::Running);
         crate::set_current(next);
         bump(&self.counters.switches);
-        let hooks = crate::internal::hook_depth();
         // SAFETY: the hub belongs to this thread, and so does its errno slot.
         let done = unsafe { f.resume_with_errno(self.errno) };
-        crate::internal::set_hook_depth(hooks);
         crate::set_current(me);
         // The common case: it yielded again. A fiber that ended, blocked or
         // exited suspends in another state (`Running` for the first and

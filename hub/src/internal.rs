@@ -12,6 +12,7 @@
 //! reports: owners of objects waited on, names of tasks, and extra stats
 //! rows.
 
+use std::cell::Cell;
 use std::sync::OnceLock;
 
 use crate::LOCAL;
@@ -82,16 +83,32 @@ pub(crate) fn block_signals() {
 // The layer above counts how deep the running context is in its hooks, so
 // that a signal handler can tell the program's code from greenhook's (see
 // [`in_greenhook`]) and a hook can tell when it returns to the program. The
-// count lives next to `depth` in the one thread-local (a load and a store
-// per hook), and is per context: a switch saves the count of the context it
-// leaves and gives it back when that context runs again (`Hub::switch_to`,
-// `Hub::hand_over`, `Task::suspend`); a new fiber starts at 0.
+// count is per context: a fiber's in its task, the root's in `Local`, found
+// through the current-task pointer the one thread-local already holds (a
+// load, a test and a store per hook; nothing at a switch).
+
+/// The running context's hook depth.
+#[inline(always)]
+fn hooks(l: &crate::Local) -> &Cell<u32> {
+    let t = l.current.get();
+    if t.is_null() {
+        &l.root_hooks
+    } else {
+        // SAFETY: the current-task pointer points at the running task, which
+        // the run loop keeps alive while it runs (and so while the caller,
+        // running in it, uses this).
+        unsafe { &(*t).hooks }
+    }
+}
 
 /// Enters a hook: the running context is in greenhook's code until the
 /// matching [`leave_hook`].
 #[inline(always)]
 pub fn enter_hook() {
-    LOCAL.with(|l| l.hooks.set(l.hooks.get() + 1));
+    LOCAL.with(|l| {
+        let h = hooks(l);
+        h.set(h.get() + 1)
+    });
 }
 
 /// Leaves a hook; returns how deep the context still is (0: back in the
@@ -99,8 +116,9 @@ pub fn enter_hook() {
 #[inline(always)]
 pub fn leave_hook() -> u32 {
     LOCAL.with(|l| {
-        let d = l.hooks.get().saturating_sub(1);
-        l.hooks.set(d);
+        let h = hooks(l);
+        let d = h.get().saturating_sub(1);
+        h.set(d);
         d
     })
 }
@@ -108,7 +126,7 @@ pub fn leave_hook() -> u32 {
 /// How deep the running context is in hooks.
 #[inline(always)]
 pub fn hook_depth() -> u32 {
-    LOCAL.with(|l| l.hooks.get())
+    LOCAL.with(|l| hooks(l).get())
 }
 
 /// Sets the running context's hook depth: 0 while a hook runs the
@@ -116,14 +134,14 @@ pub fn hook_depth() -> u32 {
 /// back to what it was.
 #[inline(always)]
 pub fn set_hook_depth(d: u32) {
-    LOCAL.with(|l| l.hooks.set(d));
+    LOCAL.with(|l| hooks(l).set(d));
 }
 
 /// Whether the code running now is greenhook's: a hook, machinery, or the
 /// hub's loop. Reads thread-local cells only, so a signal handler may ask.
 #[inline]
 pub fn in_greenhook() -> bool {
-    LOCAL.with(|l| l.hooks.get() != 0 || l.depth.get() != 0) || crate::in_loop()
+    LOCAL.with(|l| hooks(l).get() != 0 || l.depth.get() != 0) || crate::in_loop()
 }
 
 /// Makes this thread's hub notice at once, if it is waiting in its poller,

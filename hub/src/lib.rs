@@ -154,10 +154,9 @@ pub(crate) struct Local {
     pub(crate) current: Cell<*const Task>,
     /// How deep the thread is in greenhook's own machinery ([`internal`]).
     pub(crate) depth: Cell<u32>,
-    /// How deep the running context is in the layer above's hooks
-    /// ([`internal::enter_hook`]): per context, since every switch saves
-    /// the value of the context it leaves and gives it back on its return.
-    pub(crate) hooks: Cell<u32>,
+    /// How deep the root context is in the layer above's hooks
+    /// ([`internal::enter_hook`]); a fiber's count is in its task.
+    pub(crate) root_hooks: Cell<u32>,
     /// The thread's kernel id, asked once (0 until then).
     pub(crate) tid: Cell<i32>,
     /// Whether this OS thread runs fibers (see [`is_fiber_thread`]): 0 not
@@ -171,7 +170,7 @@ thread_local! {
             hub: Cell::new(std::ptr::null()),
             current: Cell::new(std::ptr::null()),
             depth: Cell::new(0),
-            hooks: Cell::new(0),
+            root_hooks: Cell::new(0),
             tid: Cell::new(0),
             fiber_thread: Cell::new(0),
         }

@@ -167,14 +167,11 @@ impl Hub {
         if self.cpu.on.get() {
             self.cpu_resuming();
         }
-        // The hook depth is per context (see `internal::enter_hook`).
-        let hooks = crate::internal::hook_depth();
         // SAFETY: the hub belongs to this thread, and so does its errno slot.
         let done = t
             .fiber
             .as_ref()
             .is_some_and(|f| unsafe { f.resume_with_errno(self.errno) });
-        crate::internal::set_hook_depth(hooks);
         if self.cpu.on.get() {
             self.cpu_suspended(t);
         }

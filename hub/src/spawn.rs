@@ -39,7 +39,7 @@ fn spawn_task(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
     let hub = Hub::get();
     crate::LOCAL.with(|l| l.fiber_thread.set(1));
     let body = move |_: fiber::Suspender<'_>| {
-        // A new context is in no hook (its resumer's depth is its resumer's).
+        // The fiber's own code begins: in no hook.
         internal::set_hook_depth(0);
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
             let _g = internal::Guard::new();

@@ -85,6 +85,11 @@ pub struct Task {
     owner: i32,
     /// CPU time charged to this fiber, in nanoseconds ([`cputime`](crate::cputime)).
     pub(crate) cpu: Cell<u64>,
+    /// How deep this fiber is in the layer above's hooks
+    /// ([`internal::enter_hook`](crate::internal::enter_hook)); the root's
+    /// is in `Local`. 1 until the fiber's body begins, so that the switch
+    /// into a new fiber counts as greenhook's code.
+    pub(crate) hooks: Cell<u32>,
 }
 
 impl Task {
@@ -105,6 +110,7 @@ impl Task {
             exiting: Cell::new(false),
             user: Cell::new(0),
             cpu: Cell::new(0),
+            hooks: Cell::new(1),
         }
     }
 
@@ -116,13 +122,9 @@ impl Task {
     #[inline(always)]
     pub(crate) unsafe fn suspend(&self) {
         debug_assert!(!self.is_root());
-        // Our hook depth, given back when we run again (whoever resumes us
-        // restores its own: see `internal::enter_hook`).
-        let hooks = crate::internal::hook_depth();
         // SAFETY: the caller's contract: a running fiber task has a fiber,
         // and we run on its stack.
-        unsafe { self.fiber.as_ref().unwrap_unchecked().suspend() };
-        crate::internal::set_hook_depth(hooks);
+        unsafe { self.fiber.as_ref().unwrap_unchecked().suspend() }
     }
 
     /// Suspends this task's fiber as runnable: it yields.
