@@ -101,25 +101,40 @@ fn hooks(l: &crate::Local) -> &Cell<u32> {
     }
 }
 
-/// Enters a hook: the running context is in greenhook's code until the
-/// matching [`leave_hook`].
-#[inline(always)]
-pub fn enter_hook() {
-    LOCAL.with(|l| {
-        let h = hooks(l);
-        h.set(h.get() + 1)
-    });
+/// One hook call's hold on its context's depth ([`enter_hook`]). A call
+/// begins and ends in the same context (a fiber that suspends inside it
+/// resumes as itself), so the count it raised is the one it lowers,
+/// without looking up the running context again.
+#[derive(Clone, Copy, Debug)]
+pub struct HookDepth(*const Cell<u32>);
+
+impl HookDepth {
+    /// Leaves the hook; returns how deep the context still is (0: back in
+    /// the program's code).
+    ///
+    /// # Safety
+    /// Called once, by the hook call that made it, in the context that made
+    /// it (whose count it points at: alive as long as that context runs).
+    #[inline(always)]
+    pub unsafe fn leave(self) -> u32 {
+        // SAFETY: the caller's contract: the context's own count, alive.
+        let c = unsafe { &*self.0 };
+        // Entered and left in pairs: it was at least 1.
+        let d = c.get().wrapping_sub(1);
+        debug_assert!(d != u32::MAX, "greenhook: a hook left more often than entered");
+        c.set(d);
+        d
+    }
 }
 
-/// Leaves a hook; returns how deep the context still is (0: back in the
-/// program's code).
+/// Enters a hook: the running context is in greenhook's code until the
+/// returned [`HookDepth`] is left.
 #[inline(always)]
-pub fn leave_hook() -> u32 {
+pub fn enter_hook() -> HookDepth {
     LOCAL.with(|l| {
         let h = hooks(l);
-        let d = h.get().saturating_sub(1);
-        h.set(d);
-        d
+        h.set(h.get() + 1);
+        HookDepth(h)
     })
 }
 

@@ -119,25 +119,34 @@ pub(crate) fn init_stats() {
 /// Alive for the whole body of a hook (see [`hook!`]): counts the call on
 /// entry, and is left on every normal return. Dropped instead, it is being
 /// unwound: by a Rust panic it aborts with the hook's name.
-pub(crate) struct Entered(&'static str);
+pub(crate) struct Entered {
+    name: &'static str,
+    /// # Invariant
+    /// This call's hold on its context's hook depth, left once: by
+    /// [`Entered::leave`] or by the drop.
+    depth: hub::internal::HookDepth,
+}
 
 impl Entered {
     /// Enters the hook `name` of `family`.
     #[inline(always)]
     pub(crate) fn new(name: &'static str, family: Family) -> Entered {
-        hub::internal::enter_hook();
+        let depth = hub::internal::enter_hook();
         if COUNTING.load(Ordering::Relaxed) {
             count(family);
         }
-        Entered(name)
+        Entered { name, depth }
     }
 
     /// The body returned normally (or the gate sends the call to the real
     /// function): back in the program's code, signals due here run.
     #[inline(always)]
     pub(crate) fn leave(self) {
+        let depth = self.depth;
         std::mem::forget(self);
-        if hub::internal::leave_hook() == 0 {
+        // SAFETY: this hook call's own hold, in its own context, left once
+        // (the guard is forgotten above).
+        if unsafe { depth.leave() } == 0 {
             #[cfg(greenhook_linux_hooks)]
             crate::signal::run_pending();
         }
@@ -147,11 +156,12 @@ impl Entered {
 impl Drop for Entered {
     #[inline(always)]
     fn drop(&mut self) {
-        hub::internal::leave_hook();
+        // SAFETY: as in `leave`: unwinding through the hook, which made it.
+        unsafe { self.depth.leave() };
         // Only a Rust panic aborts: glibc's forced unwinding (thread exit,
         // cancellation) is not one and goes on through.
         if std::thread::panicking() {
-            abort_in(self.0)
+            abort_in(self.name)
         }
     }
 }

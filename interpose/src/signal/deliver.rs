@@ -160,7 +160,7 @@ pub(super) extern "C" fn trampoline(sig: c_int, info: *mut siginfo_t, uc: *mut c
     }
     let ours = hub::internal::in_greenhook();
     // From here nested signals are deferred: this is greenhook's code.
-    hub::internal::enter_hook();
+    let depth = hub::internal::enter_hook();
     // SAFETY: the kernel passes a valid siginfo (SA_SIGINFO is always set).
     let si = unsafe { &*info };
     let directed = directed_at(sig, si);
@@ -174,7 +174,8 @@ pub(super) extern "C" fn trampoline(sig: c_int, info: *mut siginfo_t, uc: *mut c
             hub::internal::wake_loop();
         }
     }
-    hub::internal::leave_hook();
+    // SAFETY: ours, in the context we interrupted, left once.
+    unsafe { depth.leave() };
     errno::set(e);
 }
 
@@ -525,10 +526,11 @@ fn run_pending_slow() -> Ran {
         return Ran::default();
     }
     let e = errno::get();
-    hub::internal::enter_hook();
+    let depth = hub::internal::enter_hook();
     place(Some(hub::current_id()));
     let ran = run_due();
-    hub::internal::leave_hook();
+    // SAFETY: ours, in this context (the handlers ran in it), left once.
+    unsafe { depth.leave() };
     errno::set(e);
     ran
 }
@@ -538,8 +540,9 @@ pub(super) fn on_poll() {
     // One load on every poller turn of every threaded program.
     if WORK.load(Relaxed) != 0 && table::any_raw() {
         // Greenhook's code, even where the loop runs outside any hook.
-        hub::internal::enter_hook();
+        let depth = hub::internal::enter_hook();
         place(None);
-        hub::internal::leave_hook();
+        // SAFETY: ours, in the loop's context, left once.
+        unsafe { depth.leave() };
     }
 }

@@ -276,7 +276,7 @@ fn default_attr_stack() -> usize {
 fn fiber_main(h: usize, f: Start, arg: usize, user_stack: Option<(usize, usize)>) {
     // A new fiber starts at hook depth 0; what runs here around the start
     // routine is greenhook's, as in a hook.
-    hub::internal::enter_hook();
+    let _ = hub::internal::enter_hook();
     if let Some(rec) = lookup(h as pthread_t) {
         // Report exactly what the caller gave, else the fiber's usable range.
         let (lo, hi) = match user_stack {
