@@ -122,7 +122,8 @@ fn call(sig: c_int, v: &Via, info: *mut siginfo_t, uc: *mut c_void) {
 /// raised it), and the signals a system call sends to its own caller
 /// (`SIGPIPE`, `SIGXFSZ`).
 fn directed_at(sig: c_int, info: &siginfo_t) -> Option<u64> {
-    // SAFETY: every siginfo of these codes has the kill fields.
+    // SAFETY: the kernel writes the whole siginfo; the pid field means
+    // something only for the codes tested with it below.
     let ours = unsafe { info.si_pid() } == std::process::id() as libc::pid_t;
     let tkill = info.si_code == libc::SI_TKILL;
     let own_call = matches!(sig, libc::SIGPIPE | libc::SIGXFSZ) && info.si_code == libc::SI_USER;
