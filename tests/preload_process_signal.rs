@@ -105,7 +105,16 @@ fn signal_masks_are_per_thread() {
     differential("sig_fibers", &["masks"]);
 }
 
-/// `pthread_kill` to a fiber reaches that fiber (signal::kill_fiber).
+/// `pselect`, `ppoll` and `epoll_pwait` with an empty mask in a thread
+/// that blocks the signal: the handler runs in it, under the call's mask,
+/// and the call fails with `EINTR`. (Regression: held for a thread whose
+/// own mask blocked it, the handler never ran.)
+#[test]
+fn a_waits_temporary_mask_lets_its_signal_in() {
+    differential("sig_fibers", &["waitmask"]);
+}
+
+/// `pthread_kill` to a fiber reaches that fiber (signal::kill).
 #[test]
 fn pthread_kill_reaches_the_target_thread() {
     differential("sig_fibers", &["pthread_kill"]);
@@ -124,4 +133,54 @@ fn a_child_execd_on_a_pipe_loses_no_output() {
         let (_, patched) = differential("proc_exec_pipe", &["20000", how]);
         assert!(patched.stdout.starts_with("lines=20000 "), "{how}: {}", patched.stdout);
     }
+}
+
+/// Issue 12, thread-directed signals: `pthread_kill` runs the handler in
+/// its target (its `pthread_self()`, its own per-thread value), here a
+/// thread sleeping in a loop. Before, the handler ran on the sender's
+/// stack.
+#[test]
+fn pthread_kill_runs_the_handler_in_its_target() {
+    differential("pthread_kill_target", &["sleeping"]);
+}
+
+/// ... in a target blocked in `pthread_mutex_lock`, a read or write lock,
+/// `pthread_barrier_wait`, `pthread_cond_wait` or `pthread_join`: the
+/// handler runs while it waits, and the wait goes on (no `EINTR`).
+#[test]
+fn a_handler_runs_in_a_thread_blocked_on_a_lock_and_the_wait_goes_on() {
+    differential("pthread_kill_target", &["mutex", "rwlock", "barrier", "cond", "join"]);
+}
+
+/// ... in a target blocked in `read`: the read goes on with `SA_RESTART`
+/// and fails with `EINTR` without it.
+#[test]
+fn a_handler_interrupts_a_read_as_sa_restart_says() {
+    differential("pthread_kill_target", &["read"]);
+}
+
+/// A handler may itself sleep and block on a mutex: it does so in its
+/// thread, and the other threads run meanwhile.
+#[test]
+fn a_handler_may_sleep_and_block() {
+    differential("pthread_kill_target", &["handler_blocks"]);
+}
+
+/// A thread that blocks the signal keeps it pending (its own
+/// `sigpending`, not main's) and runs the handler when it unblocks it,
+/// before `pthread_sigmask` returns; `pthread_sigqueue` values arrive in
+/// order with `SI_QUEUE`; `raise` runs the handler before it returns.
+#[test]
+fn a_masked_thread_keeps_its_signal_pending_and_queued_values_arrive() {
+    differential("pthread_kill_target", &["masked", "sigqueue", "raise"]);
+}
+
+/// Issue 11: a handler never runs in a thread that blocks its signal (here
+/// in the middle of that thread's `malloc`). 300 threads allocate and lock
+/// while a 200 µs timer fires an allocating SIGALRM handler that only the
+/// one thread in `pause()` accepts. Before, the handler ran on whichever
+/// fiber was current.
+#[test]
+fn a_handler_never_runs_in_a_thread_that_masks_its_signal() {
+    differential("signal_masked_alloc", &[]);
 }

@@ -148,7 +148,6 @@ fn a_new_thread_inherits_its_creators_signal_mask() {
 /// ... and with no pending signal of its own: a signal pending for main
 /// is neither seen nor delivered by a thread that unblocks it.
 #[test]
-#[ignore = "needs per-thread pending signals (issue 12 group 2, signal.rs)"]
 fn a_new_thread_has_no_pending_signals() {
     differential("thread_signal_mask", &["pending"]);
 }

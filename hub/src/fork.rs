@@ -17,11 +17,14 @@ thread_local! {
     static ORPHAN_ROOT: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Registers `f` to run at the end of every loop turn that polled (after
-/// readiness events, remote wake-ups and timers were handled), on the hub's
-/// own stack, where it may wake tasks ([`crate::Task::interrupt`]) but must
-/// not block. The interposer uses it to act on signals that arrived while
-/// the hub waited (an interrupted `epoll_wait` ends the turn early).
+/// Registers `f` to run at the start of every poller turn (before the loop
+/// decides how long it may wait, and whether nothing can ever wake anything)
+/// and at its end (after readiness events, remote wake-ups and timers were
+/// handled), on the hub's own stack, where it may wake tasks
+/// ([`crate::Task::interrupt`]) but must not block. The interposer uses it
+/// to act on signals noted since the last turn (an interrupted
+/// `epoll_wait` ends the turn early; a signal that arrives just before the
+/// wait wakes it with [`crate::internal::wake_loop`]).
 ///
 /// The first registration wins and later ones are ignored: the interposer
 /// calls this with the same function from every path that may be the first

@@ -12,6 +12,7 @@
 //! reports: owners of objects waited on, names of tasks, and extra stats
 //! rows.
 
+use std::cell::Cell;
 use std::sync::OnceLock;
 
 use crate::LOCAL;
@@ -61,6 +62,110 @@ pub(crate) fn bookkeeping<R>(f: impl FnOnce() -> R) -> R {
 /// Marks this whole thread as machinery (worker threads).
 pub(crate) fn mark_thread() {
     LOCAL.with(|l| l.depth.set(l.depth.get() + 1));
+}
+
+/// Blocks every signal in the calling thread, one of greenhook's own
+/// (workers, the stall monitor): signals are for the program's threads,
+/// and a process-directed one taken here would neither interrupt the hub's
+/// wait nor reach the fiber it was meant for.
+pub(crate) fn block_signals() {
+    // SAFETY: a local set, filled and applied to this thread only (through
+    // libc: the hooks pass machinery threads through to the real call).
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+    }
+}
+
+// ---------- hook depth ----------
+//
+// The layer above counts how deep the running context is in its hooks, so
+// that a signal handler can tell the program's code from greenhook's (see
+// [`in_greenhook`]) and a hook can tell when it returns to the program. The
+// count is per context: a fiber's in its task, the root's in `Local`, found
+// through the current-task pointer the one thread-local already holds (a
+// load, a test and a store per hook; nothing at a switch).
+
+/// The running context's hook depth.
+#[inline(always)]
+fn hooks(l: &crate::Local) -> &Cell<u32> {
+    let t = l.current.get();
+    if t.is_null() {
+        &l.root_hooks
+    } else {
+        // SAFETY: the current-task pointer points at the running task, which
+        // the run loop keeps alive while it runs (and so while the caller,
+        // running in it, uses this).
+        unsafe { &(*t).hooks }
+    }
+}
+
+/// One hook call's hold on its context's depth ([`enter_hook`]). A call
+/// begins and ends in the same context (a fiber that suspends inside it
+/// resumes as itself), so the count it raised is the one it lowers,
+/// without looking up the running context again.
+#[derive(Clone, Copy, Debug)]
+pub struct HookDepth(*const Cell<u32>);
+
+impl HookDepth {
+    /// Leaves the hook; returns how deep the context still is (0: back in
+    /// the program's code).
+    ///
+    /// # Safety
+    /// Called once, by the hook call that made it, in the context that made
+    /// it (whose count it points at: alive as long as that context runs).
+    #[inline(always)]
+    pub unsafe fn leave(self) -> u32 {
+        // SAFETY: the caller's contract: the context's own count, alive.
+        let c = unsafe { &*self.0 };
+        // Entered and left in pairs: it was at least 1.
+        let d = c.get().wrapping_sub(1);
+        debug_assert!(d != u32::MAX, "greenhook: a hook left more often than entered");
+        c.set(d);
+        d
+    }
+}
+
+/// Enters a hook: the running context is in greenhook's code until the
+/// returned [`HookDepth`] is left.
+#[inline(always)]
+pub fn enter_hook() -> HookDepth {
+    LOCAL.with(|l| {
+        let h = hooks(l);
+        h.set(h.get() + 1);
+        HookDepth(h)
+    })
+}
+
+/// How deep the running context is in hooks.
+#[inline(always)]
+pub fn hook_depth() -> u32 {
+    LOCAL.with(|l| hooks(l).get())
+}
+
+/// Sets the running context's hook depth: 0 while a hook runs the
+/// program's code (a start routine, a destructor, a signal handler), then
+/// back to what it was.
+#[inline(always)]
+pub fn set_hook_depth(d: u32) {
+    LOCAL.with(|l| hooks(l).set(d));
+}
+
+/// Whether the code running now is greenhook's: a hook, machinery, or the
+/// hub's loop. Reads thread-local cells only, so a signal handler may ask.
+#[inline]
+pub fn in_greenhook() -> bool {
+    LOCAL.with(|l| hooks(l).get() != 0 || l.depth.get() != 0) || crate::in_loop()
+}
+
+/// Makes this thread's hub notice at once, if it is waiting in its poller,
+/// that something happened (a signal noted for it). Async-signal-safe: one
+/// `write` to the poller's eventfd, nothing if the thread has no hub.
+pub fn wake_loop() {
+    if let Some(h) = crate::Hub::existing() {
+        h.reactor.notify();
+    }
 }
 
 // The layer above registers these once it is loaded. Each is set at most

@@ -82,7 +82,9 @@ pub use pool::{offload, pool_size};
 pub use remote::{park_remote, unpark_from_elsewhere, wait_remote, RemoteWaker};
 pub use spawn::{exit_current, for_each_task, join, join_interruptible, join_until, live_fibers, spawn, Spawn};
 pub use stats::{stalls, stats, stats_table, Stats};
-pub use task::{current, current_user, in_fiber, owner_id, with_current_fiber, State, Task, Waiting, Wake};
+pub use task::{
+    current, current_id, current_user, in_fiber, owner_id, root, with_current_fiber, State, Task, Waiting, Wake,
+};
 pub use timer::{sleep, sleep_forever, sleep_interruptible, sleep_until};
 pub use waitlist::WaitList;
 
@@ -152,6 +154,9 @@ pub(crate) struct Local {
     pub(crate) current: Cell<*const Task>,
     /// How deep the thread is in greenhook's own machinery ([`internal`]).
     pub(crate) depth: Cell<u32>,
+    /// How deep the root context is in the layer above's hooks
+    /// ([`internal::enter_hook`]); a fiber's count is in its task.
+    pub(crate) root_hooks: Cell<u32>,
     /// The thread's kernel id, asked once (0 until then).
     pub(crate) tid: Cell<i32>,
     /// Whether this OS thread runs fibers (see [`is_fiber_thread`]): 0 not
@@ -165,6 +170,7 @@ thread_local! {
             hub: Cell::new(std::ptr::null()),
             current: Cell::new(std::ptr::null()),
             depth: Cell::new(0),
+            root_hooks: Cell::new(0),
             tid: Cell::new(0),
             fiber_thread: Cell::new(0),
         }

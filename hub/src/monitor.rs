@@ -167,6 +167,7 @@ type Watched = (u64, Instant, Option<(Instant, String)>);
 
 fn watch(threshold: Duration) {
     internal::mark_thread();
+    internal::block_signals();
     let tick = (threshold / 4).max(Duration::from_millis(1));
     // Per hub: (last switch count, when it last changed, the reported stall:
     // when it started and who caused it).

@@ -99,16 +99,9 @@ pub(crate) fn reset_after_fork() {
 
 fn worker() {
     internal::mark_thread();
-    // Signals are for the program's threads (the hub), not for workers: a
-    // process-directed signal taken here would neither interrupt the hub's
-    // wait nor reach the fiber it was meant for. A job that runs a child
-    // with the worker's mask (glibc's `system`) sets its own mask first.
-    // SAFETY: a local set, filled and applied to this thread only.
-    unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
-    }
+    // A job that runs a child with the worker's mask (glibc's `system`)
+    // sets its own mask first.
+    internal::block_signals();
     loop {
         if let Some(j) = POOL.jobs.pop() {
             j();

@@ -196,6 +196,9 @@ impl Hub {
     /// One turn of the reactor and the timers. With `block`, waits until the
     /// next timer (or forever) when nothing is runnable.
     pub(crate) fn poll(&self, block: bool) {
+        // What arrived since the last turn (signals) may wake tasks: before
+        // deciding how long to wait, and whether this is a deadlock.
+        fork::run_poll_hook();
         let now = Instant::now();
         let timeout = if !block || !self.runq.is_empty() {
             Some(Duration::ZERO)

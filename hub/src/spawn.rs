@@ -40,6 +40,8 @@ fn spawn_task(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
     crate::LOCAL.with(|l| l.fiber_thread.set(1));
     hub.remote.register_fiber_hub();
     let body = move |_: fiber::Suspender<'_>| {
+        // The fiber's own code begins: in no hook.
+        internal::set_hook_depth(0);
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
             let _g = internal::Guard::new();
             eprintln!("greenhook: a panic escaped a fiber; aborting");

@@ -85,6 +85,11 @@ pub struct Task {
     owner: i32,
     /// CPU time charged to this fiber, in nanoseconds ([`cputime`](crate::cputime)).
     pub(crate) cpu: Cell<u64>,
+    /// How deep this fiber is in the layer above's hooks
+    /// ([`internal::enter_hook`](crate::internal::enter_hook)); the root's
+    /// is in `Local`. 1 until the fiber's body begins, so that the switch
+    /// into a new fiber counts as greenhook's code.
+    pub(crate) hooks: Cell<u32>,
 }
 
 impl Task {
@@ -105,6 +110,7 @@ impl Task {
             exiting: Cell::new(false),
             user: Cell::new(0),
             cpu: Cell::new(0),
+            hooks: Cell::new(1),
         }
     }
 
@@ -329,6 +335,20 @@ impl Hub {
 /// The task running now (the root context when not in a fiber).
 pub fn current() -> Rc<Task> {
     Hub::get().current()
+}
+
+/// The thread's root context (its own stack, which runs the loop while it
+/// waits), from any of its contexts.
+pub fn root() -> Rc<Task> {
+    Hub::get().root.clone()
+}
+
+/// The running task's id ([`Task::id`]: 0 in the root context), read
+/// without touching reference counts (usable from a signal handler).
+#[inline]
+pub fn current_id() -> u64 {
+    // SAFETY: the current-task pointer points at the running task, alive while it runs.
+    unsafe { crate::current_ptr().as_ref() }.map_or(0, |t| t.id())
 }
 
 /// The running fiber's opaque user word (see [`Task::set_user`]), read

@@ -177,20 +177,29 @@ pub(crate) fn polled_all(fd: Fd, total: usize, mut op: impl FnMut(usize, usize) 
 /// thread blocks in the kernel like the blocking call would have: one
 /// `poll` on this fd, which, like a blocked `read`, keeps the file alive if
 /// another thread closes the fd meanwhile.
+///
+/// A signal for this thread interrupts the wait: its handler runs here and
+/// the wait goes on, or ends with `EINTR` when the handler lacks
+/// `SA_RESTART`, as the kernel restarts the call or not.
 pub(crate) fn wait(fd: Fd, interest: Interest, deadline: Option<Instant>) -> Result<(), c_int> {
     if !crate::gate::can_yield() {
         return wait_in_kernel(fd, interest, deadline);
     }
-    match hub::wait_fd(fd.raw(), interest, deadline) {
-        Ok(()) => Ok(()),
-        Err(e) => Err(match e.kind() {
-            std::io::ErrorKind::TimedOut => libc::EAGAIN,
-            std::io::ErrorKind::Interrupted => {
-                crate::cancel_point();
-                libc::EINTR
-            }
-            _ => e.raw_os_error().unwrap_or(libc::EIO),
-        }),
+    loop {
+        return match hub::wait_fd(fd.raw(), interest, deadline) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(match e.kind() {
+                std::io::ErrorKind::TimedOut => libc::EAGAIN,
+                std::io::ErrorKind::Interrupted => {
+                    crate::cancel_point();
+                    if crate::signal::restart_after_interrupt() {
+                        continue;
+                    }
+                    libc::EINTR
+                }
+                _ => e.raw_os_error().unwrap_or(libc::EIO),
+            }),
+        };
     }
 }
 
@@ -212,15 +221,20 @@ fn wait_in_kernel(fd: Fd, interest: Interest, deadline: Option<Instant>) -> Resu
             events: events(interest),
             revents: 0,
         };
+        let handled = crate::signal::interruptions();
+        // A handler may run in this wait, as in the blocking call's.
         // SAFETY: one valid pollfd.
-        let r = unsafe { crate::poll::poll::real(&mut p, 1, ms) };
+        let r = crate::hook::program(|| unsafe { crate::poll::poll::real(&mut p, 1, ms) });
         if r > 0 {
             return Ok(());
         }
         // r == 0: loop to re-check the deadline; EINTR: the blocking call
-        // would have been restarted (SA_RESTART) — see docs/DESIGN.md.
-        if r < 0 && errno::get() != libc::EINTR {
-            return Err(errno::get());
+        // would have been restarted, unless the handler lacked SA_RESTART.
+        if r < 0 {
+            let e = errno::get();
+            if e != libc::EINTR || crate::signal::interruptions() != handled {
+                return Err(e);
+            }
         }
     }
 }

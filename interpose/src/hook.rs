@@ -32,8 +32,22 @@
 //!   other code that needs the function itself rather than our hook;
 //! - the entry every hook goes through ([`Entered`]): the call is counted
 //!   under its declared stats family (`[io]` above) when `GREENHOOK_STATS`
-//!   is set, and a panic inside the body aborts the process with the hook's
-//!   name instead of crossing into C.
+//!   is set, a panic inside the body aborts the process with the hook's
+//!   name instead of crossing into C, and the running context's **hook
+//!   depth** goes up by one until the hook returns.
+//!
+//! The hook depth tells greenhook's code from the program's: a signal that
+//! arrives while it is not 0 (or in the hub's loop, or in machinery) is
+//! held, never handled there, and its handler runs at a safe point: when
+//! the depth goes back to 0 (the hook's way out checks one word, see
+//! [`crate::signal`]) or in the wait loop the signal interrupted. So a
+//! hook entered from a signal handler always finds greenhook's state whole.
+//! The rule for every hook: what it runs of the program's own code (a
+//! start routine, a destructor, a `pthread_once` routine, a cleanup
+//! handler, a signal handler) runs at depth 0, through [`program`]; and
+//! a blocking real call that the kernel may interrupt with a handler is
+//! made through [`program`] too, so the handler runs there as it would
+//! without us.
 //!
 //! Hooks are `extern "C-unwind"` and the panic check is a drop guard, not a
 //! `catch_unwind`: glibc's own unwinding (`pthread_exit`, cancellation of a
@@ -105,34 +119,65 @@ pub(crate) fn init_stats() {
 /// Alive for the whole body of a hook (see [`hook!`]): counts the call on
 /// entry, and is left on every normal return. Dropped instead, it is being
 /// unwound: by a Rust panic it aborts with the hook's name.
-pub(crate) struct Entered(&'static str);
+pub(crate) struct Entered {
+    name: &'static str,
+    /// # Invariant
+    /// This call's hold on its context's hook depth, left once: by
+    /// [`Entered::leave`] or by the drop.
+    depth: hub::internal::HookDepth,
+}
 
 impl Entered {
     /// Enters the hook `name` of `family`.
     #[inline(always)]
     pub(crate) fn new(name: &'static str, family: Family) -> Entered {
+        let depth = hub::internal::enter_hook();
         if COUNTING.load(Ordering::Relaxed) {
             count(family);
         }
-        Entered(name)
+        Entered { name, depth }
     }
 
-    /// The body returned normally.
+    /// The body returned normally (or the gate sends the call to the real
+    /// function): back in the program's code, signals due here run.
     #[inline(always)]
     pub(crate) fn leave(self) {
-        std::mem::forget(self)
+        let depth = self.depth;
+        std::mem::forget(self);
+        // SAFETY: this hook call's own hold, in its own context, left once
+        // (the guard is forgotten above).
+        if unsafe { depth.leave() } == 0 {
+            #[cfg(greenhook_linux_hooks)]
+            crate::signal::run_pending();
+        }
     }
 }
 
 impl Drop for Entered {
     #[inline(always)]
     fn drop(&mut self) {
+        // SAFETY: as in `leave`: unwinding through the hook, which made it.
+        unsafe { self.depth.leave() };
         // Only a Rust panic aborts: glibc's forced unwinding (thread exit,
         // cancellation) is not one and goes on through.
         if std::thread::panicking() {
-            abort_in(self.0)
+            abort_in(self.name)
         }
     }
+}
+
+/// Runs the program's code `f` from inside a hook (see the module docs):
+/// at hook depth 0, so that signals reach it as they reach the program
+/// anywhere else, and the depth given back afterwards. Code that leaves by
+/// `longjmp` stays at 0, which is right: it lands in the program.
+#[inline]
+#[cfg_attr(not(greenhook_linux_hooks), allow(dead_code))] // portable build: sleeps only
+pub(crate) fn program<R>(f: impl FnOnce() -> R) -> R {
+    let d = hub::internal::hook_depth();
+    hub::internal::set_hook_depth(0);
+    let r = f();
+    hub::internal::set_hook_depth(d);
+    r
 }
 
 #[cold]

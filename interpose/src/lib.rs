@@ -216,13 +216,18 @@ pub(crate) fn cancel_point() {
 }
 
 /// Where a fiber resumes from a suspension that is not a cancellation
-/// point (`sched_yield`): ends it if an asynchronous `pthread_cancel` is
-/// pending and enabled (see `thread::cancel`).
+/// point (`sched_yield`, an interrupted lock, condvar, rwlock, barrier or
+/// semaphore wait): ends it if an asynchronous `pthread_cancel` is pending
+/// and enabled (see `thread::cancel`), and runs the signal handlers due for
+/// it (see `signal`): the wait goes on after them.
 #[inline]
 pub(crate) fn async_cancel_point() {
     #[cfg(greenhook_linux_hooks)]
-    if thread::cancel::any_pending() {
-        thread::cancel::async_point()
+    {
+        if thread::cancel::any_pending() {
+            thread::cancel::async_point()
+        }
+        signal::run_pending();
     }
 }
 

@@ -7,8 +7,9 @@
 //! wait, registers the fds with the hub and parks until one of them has an
 //! edge or the deadline passes, then asks the kernel again. An epoll fd is
 //! itself pollable, so `epoll_wait` waits on the user's epoll fd. The signal
-//! masks of `ppoll`/`pselect`/`epoll_pwait` are applied by the zero-timeout
-//! kernel calls; while parked, the fiber runs with its ordinary mask.
+//! masks of `ppoll`/`pselect`/`epoll_pwait` are the calling thread's for the
+//! whole call (`signal::with_wait_mask`), and the zero-timeout kernel calls
+//! apply them too.
 
 use std::time::{Duration, Instant};
 
@@ -182,24 +183,27 @@ hook! {
     [poll] fn ppoll(fds: *mut pollfd, n: nfds_t, t: *const timespec, mask: *const sigset_t) -> c_int {
         let deadline = crate::deadline::relative(t);
         if !cooperative() || (deadline.is_ok() && zero_timeout(t)) {
+            // A handler the call's mask lets through runs in it, as without us.
             // SAFETY: forwarded unchanged.
-            return unsafe { ppoll::real(fds, n, t, mask) };
+            return crate::hook::program(|| unsafe { ppoll::real(fds, n, t, mask) });
         }
         let deadline = match deadline {
             Ok(d) => d,
             Err(e) => return errno::fail(e),
         };
         crate::cancel_point();
-        let zero = timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: forwarded with a zero timeout.
-        let probe = || unsafe { ppoll::real(fds, n, &zero, mask) };
-        let r = probe();
-        if r != 0 {
-            return r;
-        }
-        // SAFETY: the kernel accepted the array.
-        let interest = unsafe { poll_interest(fds, n) };
-        multiplex(&interest, deadline, probe)
+        crate::signal::with_wait_mask(mask, || {
+            let zero = timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: forwarded with a zero timeout.
+            let probe = || unsafe { ppoll::real(fds, n, &zero, mask) };
+            let r = probe();
+            if r != 0 {
+                return r;
+            }
+            // SAFETY: the kernel accepted the array.
+            let interest = unsafe { poll_interest(fds, n) };
+            multiplex(&interest, deadline, probe)
+        })
     }
 
     /// `select(2)`; like Linux, updates `*t` with the time not slept.
@@ -266,19 +270,21 @@ hook! {
         crate::cancel_point();
         // SAFETY: the sets are the caller's (null or valid).
         let saved = unsafe { Sets::save(r, w, e) };
-        let zero = timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: forwarded with a zero timeout.
-        let res = unsafe { pselect::real(n, r, w, e, &zero, m) };
-        if res != 0 {
-            return res;
-        }
-        let interest = saved.interest(n);
-        multiplex(&interest, deadline, || {
-            // SAFETY: same sets as saved; zero timeout.
-            unsafe {
-                saved.restore(r, w, e);
-                pselect::real(n, r, w, e, &zero, m)
+        crate::signal::with_wait_mask(m, || {
+            let zero = timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: forwarded with a zero timeout.
+            let res = unsafe { pselect::real(n, r, w, e, &zero, m) };
+            if res != 0 {
+                return res;
             }
+            let interest = saved.interest(n);
+            multiplex(&interest, deadline, || {
+                // SAFETY: same sets as saved; zero timeout.
+                unsafe {
+                    saved.restore(r, w, e);
+                    pselect::real(n, r, w, e, &zero, m)
+                }
+            })
         })
     }
 
@@ -292,8 +298,10 @@ hook! {
     /// `epoll_pwait(2)`.
     #[gate(cooperative() && timeout != 0)]
     [poll] fn epoll_pwait(ep: c_int, ev: *mut epoll_event, max: c_int, timeout: c_int, m: *const sigset_t) -> c_int {
-        // SAFETY: forwarded with a zero timeout.
-        epoll_common(ep, crate::deadline::millis(timeout), || unsafe { epoll_pwait::real(ep, ev, max, 0, m) })
+        crate::signal::with_wait_mask(m, || {
+            // SAFETY: forwarded with a zero timeout.
+            epoll_common(ep, crate::deadline::millis(timeout), || unsafe { epoll_pwait::real(ep, ev, max, 0, m) })
+        })
     }
 
     /// `epoll_pwait2(2)` (glibc 2.35+): a timespec timeout, null = forever.
@@ -310,7 +318,9 @@ hook! {
             Ok(d) => d,
             Err(e) => return errno::fail(e),
         };
-        // SAFETY: forwarded with a zero timeout.
-        epoll_common(ep, deadline, || unsafe { epoll_pwait::real(ep, ev, max, 0, m) })
+        crate::signal::with_wait_mask(m, || {
+            // SAFETY: forwarded with a zero timeout.
+            epoll_common(ep, deadline, || unsafe { epoll_pwait::real(ep, ev, max, 0, m) })
+        })
     }
 }

@@ -87,19 +87,22 @@ fn close_pidfd(fd: c_int) {
 
 /// Waits on the hub until `pidfd` polls readable or, without one, for the
 /// next polling interval (a timed park that only a signal can end early).
-/// `Err(EINTR)` when a signal handler without `SA_RESTART` interrupted it.
+/// A signal for this thread interrupts it: its handler runs here, and the
+/// wait ends with `Err(EINTR)` if the handler lacks `SA_RESTART` (or a
+/// cancellation is due: the caller acts on it once the pidfd is closed).
 fn wait_once(pidfd: Option<c_int>, backoff: &mut Duration) -> Result<(), c_int> {
     let interrupted = match pidfd {
-        Some(fd) => crate::signal::interruptible(|| hub::wait_fd(fd, hub::Interest::Readable, None))
-            .is_err_and(|e| e.kind() == std::io::ErrorKind::Interrupted),
+        Some(fd) => {
+            hub::wait_fd(fd, hub::Interest::Readable, None).is_err_and(|e| e.kind() == std::io::ErrorKind::Interrupted)
+        }
         None => {
             let key = backoff as *mut Duration as usize;
             let deadline = std::time::Instant::now().checked_add(*backoff);
             *backoff = (*backoff * 2).min(Duration::from_millis(10));
-            crate::signal::interruptible(|| hub::park(key, deadline, || true)) == hub::Park::Interrupted
+            hub::park(key, deadline, || true) == hub::Park::Interrupted
         }
     };
-    if interrupted {
+    if interrupted && !crate::signal::restart_after_interrupt() {
         return Err(libc::EINTR);
     }
     Ok(())

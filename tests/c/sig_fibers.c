@@ -20,6 +20,10 @@
  *              two threads in pause(): each returns EINTR in turn
  *   masks      thread A blocks SIGUSR1, B blocks SIGUSR2; each reads its
  *              mask after both have switched several times
+ *   waitmask   main blocks SIGUSR1 and waits in pselect, ppoll and
+ *              epoll_pwait with an empty mask while a thread sends SIGUSR1
+ *              to the process: each call fails with EINTR after the
+ *              handler ran (in main, under the call's mask)
  *
  * stdout: deterministic facts only; stderr: the ticker's report (ticker.h)
  * in the modes that run it.
@@ -33,6 +37,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -270,6 +277,71 @@ static void mode_masks(void)
     printf("main blocks: usr1=%d usr2=%d\n", sigismember(&cur, SIGUSR1), sigismember(&cur, SIGUSR2));
 }
 
+/* ---------- temporary masks of pselect, ppoll, epoll_pwait ---------- */
+
+static pthread_t waitmask_main;
+static atomic_int in_main;
+static void on_usr1_where(int sig)
+{
+    (void)sig;
+    atomic_fetch_add(&handled, 1);
+    if (pthread_equal(pthread_self(), waitmask_main))
+        atomic_fetch_add(&in_main, 1);
+}
+
+static void *process_killer(void *arg)
+{
+    (void)arg;
+    usleep(50000);
+    kill(getpid(), SIGUSR1);
+    return NULL;
+}
+
+static void mode_waitmask(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1_where;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+    waitmask_main = pthread_self();
+    block(SIG_BLOCK, SIGUSR1);
+    sigset_t empty;
+    sigemptyset(&empty);
+    int p[2];
+    if (pipe(p))
+        fail("pipe");
+    int ep = epoll_create1(0);
+    struct epoll_event ev = { .events = EPOLLIN };
+    epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev);
+    for (int k = 0; k < 3; k++) {
+        pthread_t t;
+        pthread_create(&t, NULL, process_killer, NULL);
+        struct timespec ts = { 2, 0 };
+        int r;
+        const char *what;
+        if (k == 0) {
+            fd_set rs;
+            FD_ZERO(&rs);
+            FD_SET(p[0], &rs);
+            r = pselect(p[0] + 1, &rs, NULL, NULL, &ts, &empty);
+            what = "pselect";
+        } else if (k == 1) {
+            struct pollfd pf = { p[0], POLLIN, 0 };
+            r = ppoll(&pf, 1, &ts, &empty);
+            what = "ppoll";
+        } else {
+            struct epoll_event out;
+            r = epoll_pwait(ep, &out, 1, 2000, &empty);
+            what = "epoll_pwait";
+        }
+        int e = errno;
+        printf("%s: r=%d errno=%s handled=%d in_main=%d\n", what, r, r < 0 ? en(e) : "0", atomic_load(&handled),
+               atomic_load(&in_main));
+        pthread_join(t, NULL);
+    }
+}
+
 int main(int argc, char **argv)
 {
     alarm(30);
@@ -290,6 +362,8 @@ int main(int argc, char **argv)
         mode_pthread_kill();
     else if (!strcmp(m, "masks"))
         mode_masks();
+    else if (!strcmp(m, "waitmask"))
+        mode_waitmask();
     else
         fail("unknown mode");
     fflush(stdout);

@@ -78,6 +78,12 @@ impl Reactor {
         self.notifier.clone()
     }
 
+    /// Makes a wait in progress (or the next one) return: one `write` to
+    /// the eventfd, so a signal handler may call it.
+    pub(crate) fn notify(&self) {
+        self.notifier.notify();
+    }
+
     pub(crate) fn register(&self, fd: RawFd) -> io::Result<()> {
         let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
         match epoll::add(&self.epfd, borrowed(fd), EventData::new_u64(fd as u64), flags) {

@@ -11,7 +11,9 @@
 //!   appends `(fd, readable, writable)` for each event. It never reports the
 //!   notifier itself; a wake-up through the notifier just makes it return.
 //! - `notifier()` gives a `Send + Sync` handle whose `notify()` makes a
-//!   concurrent or future `wait` return, from any thread.
+//!   concurrent or future `wait` return, from any thread; `notify()` on the
+//!   reactor itself does the same without the handle (the Linux backend's
+//!   is one `write`, safe in a signal handler).
 //!
 //! The Linux backend talks to epoll directly through rustix's raw system
 //! calls (so the hub's own I/O can never re-enter greenhook's libc hooks):

@@ -73,6 +73,11 @@ impl Reactor {
         }
     }
 
+    /// Makes a wait in progress (or the next one) return.
+    pub(crate) fn notify(&self) {
+        let _ = self.poller.get().notify();
+    }
+
     pub(crate) fn register(&self, fd: RawFd) -> io::Result<()> {
         // SAFETY: the hub deregisters every fd before it is closed
         // (Hub::forget_fd is called by the close hooks), as `add` requires.

@@ -79,6 +79,13 @@ pub(crate) fn any_pending() -> bool {
     PENDING.load(Ordering::Relaxed) != 0
 }
 
+/// Whether a cancellation is pending and enabled for the calling fiber:
+/// an interrupted wait that would otherwise go on ends so that its
+/// cancellation point acts.
+pub(crate) fn due_here() -> bool {
+    any_pending() && current_record().is_some_and(|r| r.cancel.pending.get() && !r.cancel.disabled.get())
+}
+
 /// Acts on the calling fiber's pending cancellation, if it is enabled and
 /// the fiber is not already exiting: ends the fiber with `PTHREAD_CANCELED`.
 pub(crate) fn act() {

@@ -44,7 +44,7 @@ pub(super) fn finish(h: usize, r: *mut c_void) {
     }
     keys::run_fiber_destructors();
     crate::sync::owner_died();
-    crate::signal::forget_mask(&hub::current());
+    crate::signal::thread_ended(&hub::current());
     if let Some(rec) = lookup(h as pthread_t) {
         rec.ended.set(true);
         if rec.detached.get() {
@@ -73,12 +73,16 @@ fn continue_exit() -> ! {
             None => break h,
             Some(b) if once::is_marker(b) => once::abandon(b),
             Some(b) => {
+                // The handler is the program's code, in frames the hooks
+                // we skip were called from (see `hook::program`).
+                hub::internal::set_hook_depth(0);
                 // SAFETY: `b` is a live __pthread_unwind_buf_t of a frame
                 // further up this fiber's stack, set with __sigsetjmp; the
                 // handler it leads to calls __pthread_unwind_next, which
                 // comes back here. The frames we skip hold no Rust value
                 // whose destructor matters: the hooks' entry guards, whose
-                // drop only looks for a panic, are skipped as if forgotten.
+                // drop only looks for a panic, are skipped as if forgotten
+                // (their hook depth with them: set above).
                 unsafe { longjmp(b as *mut c_void, 1) };
             }
         }

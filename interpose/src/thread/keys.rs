@@ -61,7 +61,7 @@ pub(super) fn run_fiber_destructors() {
                 ran = true;
                 // SAFETY: `d` is a non-zero DTORS word; called with the value
                 // the thread stored, as POSIX says.
-                unsafe { dtor(d)(v as *mut c_void) };
+                crate::hook::program(|| unsafe { dtor(d)(v as *mut c_void) });
             }
         }
         if !ran {
@@ -88,7 +88,7 @@ pub(super) fn run_root_destructors() {
                 unsafe { pthread_setspecific::real(k as pthread_key_t, std::ptr::null()) };
                 // SAFETY: `d` is a non-zero DTORS word; called with the
                 // stored value, as POSIX says.
-                unsafe { dtor(d)(v) };
+                crate::hook::program(|| unsafe { dtor(d)(v) });
             }
         }
         if !ran {

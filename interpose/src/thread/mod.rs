@@ -95,9 +95,10 @@ pub(crate) struct Record {
 }
 
 /// The registry's hasher: keys are handles, distinct serial numbers, so a
-/// multiply spreads them well (no SipHash on every look-up).
+/// multiply spreads them well (no SipHash on every look-up). Fiber ids are
+/// serial numbers too (the signal state's map).
 #[derive(Default)]
-struct HandleHasher(u64);
+pub(crate) struct HandleHasher(u64);
 
 impl Hasher for HandleHasher {
     fn write(&mut self, bytes: &[u8]) {
@@ -108,6 +109,10 @@ impl Hasher for HandleHasher {
 
     fn write_usize(&mut self, n: usize) {
         self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
 
     fn finish(&self) -> u64 {
@@ -241,7 +246,8 @@ fn join_real(t: pthread_t, join: impl FnOnce() -> c_int) -> c_int {
     // SAFETY: no arguments.
     let me = unsafe { pthread_self::real() };
     if t == me || !crate::gate::cooperative() {
-        return join();
+        // Blocks in the kernel: a handler may run there, as without us.
+        return crate::hook::program(join);
     }
     let job = crate::AssertSend(join);
     crate::offload(move || job.call())
@@ -268,6 +274,9 @@ fn default_attr_stack() -> usize {
 }
 
 fn fiber_main(h: usize, f: Start, arg: usize, user_stack: Option<(usize, usize)>) {
+    // A new fiber starts at hook depth 0; what runs here around the start
+    // routine is greenhook's, as in a hook.
+    let _ = hub::internal::enter_hook();
     if let Some(rec) = lookup(h as pthread_t) {
         // Report exactly what the caller gave, else the fiber's usable range.
         let (lo, hi) = match user_stack {
@@ -277,7 +286,7 @@ fn fiber_main(h: usize, f: Start, arg: usize, user_stack: Option<(usize, usize)>
         rec.stack_top.set(hi);
         rec.stack_size.set(hi - lo);
     }
-    let r = f(arg as *mut c_void);
+    let r = crate::hook::program(|| f(arg as *mut c_void));
     exit::finish(h, r);
 }
 
@@ -323,7 +332,11 @@ fn wait_joined(
         match why {
             hub::Wake::Ready => return Ok(()),
             hub::Wake::TimedOut => return Err(libc::ETIMEDOUT),
-            hub::Wake::Interrupted | hub::Wake::Closed => crate::cancel_point(),
+            hub::Wake::Interrupted | hub::Wake::Closed => {
+                crate::cancel_point();
+                // A signal for this thread: its handler runs, the join goes on.
+                crate::signal::run_pending();
+            }
         }
     }
 }
@@ -639,21 +652,29 @@ hook! {
         0
     }
 
-    /// `pthread_kill`: signal 0 checks existence; others go to the OS
-    /// thread ([`crate::signal::kill_fiber`]). A thread that ended gets
-    /// nothing and the answer is 0, as glibc's.
+    /// `pthread_kill`: signal 0 checks existence; others are held for the
+    /// thread and its handler runs in it ([`crate::signal::kill`]), be it
+    /// a fiber or the root (this OS thread's own handle). A thread that
+    /// ended gets nothing and the answer is 0, as glibc's.
     [signal] fn pthread_kill(t: pthread_t, sig: c_int) -> c_int {
         match resolve(t) {
+            Target::Real if sig != 0 && own_root(t) => {
+                if internal_signal(sig) {
+                    libc::EINVAL
+                } else {
+                    crate::signal::kill(crate::signal::ROOT, sig, None)
+                }
+            }
             Target::Real => {
                 // SAFETY: not ours: forwarded unchanged.
-                return unsafe { pthread_kill::real(t, sig) };
+                unsafe { pthread_kill::real(t, sig) }
             }
             _ if internal_signal(sig) => libc::EINVAL,
             Target::Fiber(rec) if !rec.ended.get() => {
                 if sig == 0 {
                     0
                 } else {
-                    crate::signal::kill_fiber(&rec.task, sig)
+                    crate::signal::kill(rec.task.id(), sig, None)
                 }
             }
             Target::Fiber(_) | Target::Gone(Gone::Joined | Gone::Detached) => 0,
@@ -661,20 +682,22 @@ hook! {
         }
     }
 
-    /// `pthread_sigqueue`: to a live fiber, queued to our OS thread with its
-    /// value (the handler runs at once, as for [`pthread_kill`]); a thread
-    /// that ended is `ESRCH`, before the signal is looked at, as in glibc.
+    /// `pthread_sigqueue`: to a live fiber (or the root), held for it with
+    /// its value, as for [`pthread_kill`]; a thread that ended is `ESRCH`,
+    /// before the signal is looked at, as in glibc.
     [signal] fn pthread_sigqueue(t: pthread_t, sig: c_int, v: libc::sigval) -> c_int {
         match resolve(t) {
             Target::Fiber(rec) if !rec.ended.get() => {
                 if internal_signal(sig) {
                     libc::EINVAL
                 } else {
-                    // SAFETY: our own OS thread's real handle.
-                    unsafe { pthread_sigqueue::real(pthread_self::real(), sig, v) }
+                    crate::signal::kill(rec.task.id(), sig, Some(v))
                 }
             }
             Target::Fiber(_) | Target::Gone(_) => libc::ESRCH,
+            Target::Real if own_root(t) && !internal_signal(sig) && sig != 0 => {
+                crate::signal::kill(crate::signal::ROOT, sig, Some(v))
+            }
             // SAFETY: not ours: forwarded unchanged.
             Target::Real => unsafe { pthread_sigqueue::real(t, sig, v) },
         }
@@ -734,6 +757,16 @@ hook! {
         *rec.affinity.borrow_mut() = Some(want.to_vec());
         0
     }
+}
+
+/// Whether `t`, one of glibc's handles, is the fibers' OS thread's own
+/// (the root context's), signalled from that thread once masks are per
+/// thread: its signals are held for the root as a fiber's are for the
+/// fiber. (Before any fiber, the kernel's own thread-directed signal is
+/// exactly right, and `signalfd` sees it.)
+fn own_root(t: pthread_t) -> bool {
+    // SAFETY: no arguments.
+    crate::signal::virtual_masks() && t == unsafe { pthread_self::real() }
 }
 
 /// glibc's internal signals (cancellation, set*id), which `pthread_kill`

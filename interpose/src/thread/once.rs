@@ -66,7 +66,7 @@ fn run_init(o: usize, f: extern "C" fn()) {
         None if !hub::in_fiber() => ROOT_RUNNING.with(|r| r.borrow_mut().push(o)),
         None => {}
     }
-    f();
+    crate::hook::program(|| f());
     match &rec {
         Some(r) => {
             let mut c = r.cleanup.borrow_mut();
@@ -111,7 +111,9 @@ hook! {
                 s != 0 && s & DONE == 0
             });
             if parked == hub::Park::Interrupted {
-                super::cancel::async_point();
+                // Cancelled (asynchronously), or a signal for this thread:
+                // its handler runs, and the wait goes on.
+                crate::async_cancel_point();
             }
         }
     }

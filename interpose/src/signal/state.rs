@@ -1,0 +1,390 @@
+//! Each context's signal state on the fiber thread: its virtual mask, a
+//! summary of the signals held for it (the signals themselves are in
+//! [`table`](super::table)), whether it waits for a signal; and what they
+//! add up to: per signal, how many contexts accept it, and the real mask.
+//!
+//! The root's entry is made on first use, from the thread's real mask; a
+//! fiber's when `pthread_create` makes it ([`State::add`]) and removed when
+//! it ends. A fiber without one (made through the Rust API, not
+//! `pthread_create`) has the root's mask and is never chosen as a
+//! recipient.
+//!
+//! Everything here is touched at safe points only (inside hooks, at their
+//! way out, in the hub's loop), never while the trampoline may be reading:
+//! the trampoline reads a mask only when it interrupted the program's own
+//! code, and then through `try_borrow`.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::rc::Rc;
+use std::sync::atomic::Ordering::SeqCst;
+
+use libc::sigset_t;
+
+use super::table::{self, WORK};
+use super::{bit, bits_to_set, set_to_bits, NSIG};
+
+/// What a context waits for, if it waits in a signal call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Wait {
+    No,
+    /// `pause`/`sigsuspend`: ends when a handler ran in it.
+    Handler,
+    /// The `sigwait` family, for these signals: takes one without a handler.
+    Set(u64),
+}
+
+pub(super) struct Ctx {
+    /// The fiber (None for the root, whose task the hub gives when it has
+    /// one: an entry must not create a hub, which opens fds).
+    task: Option<Rc<hub::Task>>,
+    /// The virtual mask (never the unblockable signals).
+    pub(super) mask: u64,
+    /// The signals the table holds for this context.
+    pub(super) held: u64,
+    pub(super) wait: Wait,
+    /// Handlers run in this context so far, and of those the ones without
+    /// `SA_RESTART` (see `HandlerMark`).
+    ran: u64,
+    interrupting: u64,
+}
+
+impl Ctx {
+    /// Whether a held signal may run its action here now.
+    fn due(&self) -> bool {
+        self.held & !self.mask != 0
+    }
+}
+
+pub(super) struct State {
+    root: RefCell<Option<Ctx>>,
+    fibers: RefCell<HashMap<u64, Ctx, BuildHasherDefault<crate::thread::HandleHasher>>>,
+    /// Per signal, the contexts (with an entry) that do not block it.
+    accept: [Cell<u32>; NSIG],
+    /// The real mask as last set by us (None: not set yet).
+    real: Cell<Option<u64>>,
+    /// Contexts in `pause`, `sigsuspend` or the `sigwait` family, oldest first.
+    waiters: RefCell<Vec<u64>>,
+    /// Contexts with a signal due (mirrored in [`WORK`]).
+    due: Cell<u32>,
+}
+
+thread_local! {
+    static STATE: State = const {
+        State {
+            root: RefCell::new(None),
+            fibers: RefCell::new(HashMap::with_hasher(BuildHasherDefault::new())),
+            accept: [const { Cell::new(0) }; NSIG],
+            real: Cell::new(None),
+            waiters: RefCell::new(Vec::new()),
+            due: Cell::new(0),
+        }
+    };
+}
+
+/// Runs `f` with this thread's state; None once thread-locals are gone
+/// (thread exit), where callers fall back to the real calls.
+pub(super) fn with<R>(f: impl FnOnce(&State) -> R) -> Option<R> {
+    STATE.try_with(f).ok()
+}
+
+/// The id of the root context (fibers' ids start at 1).
+pub(super) const ROOT: u64 = 0;
+
+impl State {
+    /// Makes the root's entry if there is none: its mask is the thread's
+    /// real mask, which it has been until now.
+    pub(super) fn ensure(&self) {
+        if self.root.borrow().is_some() {
+            return;
+        }
+        // SAFETY: a zeroed sigset is a valid out buffer.
+        let mut cur: sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: query only.
+        unsafe { super::pthread_sigmask::real(libc::SIG_SETMASK, std::ptr::null(), &mut cur) };
+        let mask = set_to_bits(&cur) & !super::UNBLOCKABLE;
+        self.count(mask, 1);
+        self.real.set(Some(mask));
+        *self.root.borrow_mut() = Some(Ctx {
+            task: None,
+            mask,
+            held: 0,
+            wait: Wait::No,
+            ran: 0,
+            interrupting: 0,
+        });
+        if super::adopt_thread_pending() {
+            self.refresh(ROOT);
+        }
+    }
+
+    /// Whether the root's entry exists (masks are virtual from then on).
+    pub(super) fn ready(&self) -> bool {
+        self.root.try_borrow().is_ok_and(|r| r.is_some())
+    }
+
+    fn count(&self, mask: u64, add: i32) {
+        for sig in 1..NSIG as i32 {
+            if mask & bit(sig) == 0 {
+                let c = &self.accept[sig as usize];
+                c.set(c.get().wrapping_add_signed(add));
+            }
+        }
+    }
+
+    fn with_ctx<R>(&self, id: u64, f: impl FnOnce(&mut Ctx) -> R) -> Option<R> {
+        if id == ROOT {
+            self.root.borrow_mut().as_mut().map(f)
+        } else {
+            self.fibers.borrow_mut().get_mut(&id).map(f)
+        }
+    }
+
+    /// The mask of context `id` (a fiber without an entry: the root's).
+    pub(super) fn mask(&self, id: u64) -> u64 {
+        if id != ROOT {
+            if let Some(c) = self.fibers.borrow().get(&id) {
+                return c.mask;
+            }
+        }
+        self.root.borrow().as_ref().map_or(0, |r| r.mask)
+    }
+
+    /// [`State::ready`] from a signal handler: None if the state is in use.
+    pub(super) fn try_ready(&self) -> Option<bool> {
+        self.root.try_borrow().ok().map(|r| r.is_some())
+    }
+
+    /// [`State::mask`] from a signal handler: None if the state is in use.
+    pub(super) fn try_mask(&self, id: u64) -> Option<u64> {
+        let root = self.root.try_borrow().ok()?.as_ref()?.mask;
+        if id == ROOT {
+            return Some(root);
+        }
+        let f = self.fibers.try_borrow().ok()?;
+        Some(f.get(&id).map_or(root, |c| c.mask))
+    }
+
+    /// Whether `id` has an entry (the root, or a pthread fiber alive).
+    pub(super) fn has(&self, id: u64) -> bool {
+        if id == ROOT {
+            self.root.borrow().is_some()
+        } else {
+            self.fibers.borrow().contains_key(&id)
+        }
+    }
+
+    pub(super) fn task(&self, id: u64) -> Option<Rc<hub::Task>> {
+        if id == ROOT {
+            hub::has_hub().then(hub::root)
+        } else {
+            self.fibers.borrow().get(&id).and_then(|c| c.task.clone())
+        }
+    }
+
+    /// Notes that a handler ran in `id` (`restart`: with `SA_RESTART`).
+    pub(super) fn note_handler(&self, id: u64, restart: bool) {
+        self.with_ctx(id, |c| {
+            c.ran += 1;
+            if !restart {
+                c.interrupting += 1;
+            }
+        });
+    }
+
+    /// The handlers run in `id` so far: all, and those without `SA_RESTART`.
+    pub(super) fn handlers(&self, id: u64) -> (u64, u64) {
+        self.with_ctx(id, |c| (c.ran, c.interrupting)).unwrap_or((0, 0))
+    }
+
+    pub(super) fn wait_of(&self, id: u64) -> Wait {
+        self.with_ctx(id, |c| c.wait).unwrap_or(Wait::No)
+    }
+
+    /// Sets the mask of context `task` (making its entry if it is a fiber
+    /// without one).
+    pub(super) fn set_mask(&self, task: &Rc<hub::Task>, m: u64) {
+        let id = task.id();
+        if id != ROOT && !self.has(id) {
+            let root = self.mask(ROOT);
+            self.add(task, root);
+        }
+        self.set_mask_of(id, m);
+    }
+
+    /// Sets the mask of `id` if it has an entry (the trampoline's handler
+    /// mask): the same as [`State::set_mask`] without making entries.
+    pub(super) fn set_mask_of(&self, id: u64, m: u64) {
+        if let Some(old) = self.update(id, |c| std::mem::replace(&mut c.mask, m)) {
+            self.count(old, -1);
+            self.count(m, 1);
+        }
+    }
+
+    /// Runs `f` on `id`'s entry and keeps the count of contexts with a
+    /// signal due true.
+    fn update<R>(&self, id: u64, f: impl FnOnce(&mut Ctx) -> R) -> Option<R> {
+        self.with_ctx(id, |c| {
+            let before = c.due();
+            let r = f(c);
+            self.due_changed(before, c.due());
+            r
+        })
+    }
+
+    fn due_changed(&self, before: bool, after: bool) {
+        if before != after {
+            if after {
+                self.due.set(self.due.get() + 1);
+                WORK.fetch_add(1, SeqCst);
+            } else {
+                self.due.set(self.due.get() - 1);
+                WORK.fetch_sub(1, SeqCst);
+            }
+        }
+    }
+
+    /// A new context (a fiber `pthread_create` just made) with `mask`.
+    pub(super) fn add(&self, task: &Rc<hub::Task>, mask: u64) {
+        self.ensure();
+        let ctx = Ctx {
+            task: Some(task.clone()),
+            mask,
+            held: 0,
+            wait: Wait::No,
+            ran: 0,
+            interrupting: 0,
+        };
+        // The map may grow: an allocator's lock taken meanwhile must not
+        // come back into these hooks.
+        let old = {
+            let _g = hub::internal::Guard::new();
+            self.fibers.borrow_mut().insert(task.id(), ctx)
+        };
+        if let Some(old) = old {
+            self.count(old.mask, -1);
+        }
+        self.count(mask, 1);
+    }
+
+    /// Forgets a context that ended; returns its entry.
+    pub(super) fn remove(&self, id: u64) -> Option<Ctx> {
+        let c = self.fibers.borrow_mut().remove(&id)?;
+        self.count(c.mask, -1);
+        self.due_changed(c.due(), false);
+        self.unwait(id);
+        Some(c)
+    }
+
+    /// Recomputes what the table holds for `id` (after the table changed).
+    pub(super) fn refresh(&self, id: u64) {
+        if id != table::PROCESS {
+            self.update(id, |c| c.held = table::held(id));
+        }
+    }
+
+    /// Whether `id` has a signal due (held and not masked).
+    pub(super) fn due(&self, id: u64) -> bool {
+        self.with_ctx(id, |c| c.due()).unwrap_or(false)
+    }
+
+    /// How many contexts accept `sig`.
+    pub(super) fn acceptors(&self, sig: i32) -> u32 {
+        self.accept[sig as usize].get()
+    }
+
+    /// The first fiber whose entry satisfies `f`.
+    pub(super) fn find_fiber(&self, mut f: impl FnMut(&Ctx) -> bool) -> Option<u64> {
+        self.fibers.borrow().iter().find(|(_, c)| f(c)).map(|(&id, _)| id)
+    }
+
+    /// Marks `id` as waiting in a signal call (or not, with [`Wait::No`]).
+    pub(super) fn set_wait(&self, id: u64, w: Wait) {
+        self.with_ctx(id, |c| c.wait = w);
+        if w == Wait::No {
+            self.unwait(id);
+        } else {
+            let _g = hub::internal::Guard::new();
+            self.waiters.borrow_mut().push(id);
+        }
+    }
+
+    fn unwait(&self, id: u64) {
+        self.waiters.borrow_mut().retain(|&w| w != id);
+    }
+
+    /// The first waiter (oldest first) whose wait and mask satisfy `f`.
+    pub(super) fn find_waiter(&self, mut f: impl FnMut(Wait, u64) -> bool) -> Option<u64> {
+        let waiters = self.waiters.borrow();
+        waiters.iter().copied().find(|&id| f(self.wait_of(id), self.mask(id)))
+    }
+
+    /// The signals every context blocks: what the real mask should be.
+    pub(super) fn intersection(&self) -> u64 {
+        (1..NSIG as i32)
+            .filter(|&s| self.accept[s as usize].get() == 0)
+            .fold(0, |acc, s| acc | bit(s))
+    }
+
+    /// Sets the real mask to [`State::intersection`] if it is not that
+    /// already: a signal reaches the trampoline as soon as some context
+    /// accepts it, and one that every context blocks stays pending in the
+    /// kernel.
+    pub(super) fn apply_real(&self) {
+        let want = self.intersection();
+        if self.real.get() == Some(want) {
+            return;
+        }
+        // SAFETY: a zeroed sigset is valid; bits_to_set initialises it.
+        let mut set: sigset_t = unsafe { std::mem::zeroed() };
+        bits_to_set(want, &mut set);
+        // SAFETY: a valid set.
+        unsafe { super::pthread_sigmask::real(libc::SIG_SETMASK, &set, std::ptr::null_mut()) };
+        self.real.set(Some(want));
+    }
+
+    /// The real mask as last set by us.
+    pub(super) fn real_mask(&self) -> Option<u64> {
+        self.real.get()
+    }
+
+    /// Notes that the real mask is `m` (set by the kernel at a handler's
+    /// return).
+    pub(super) fn real_is(&self, m: u64) {
+        self.real.set(Some(m));
+    }
+
+    /// In the child of `fork()`: only the calling context `me` is left,
+    /// and nothing is pending. The other entries' tasks are leaked, never
+    /// dropped (see `hub::reset_after_fork`).
+    pub(super) fn after_fork(&self, me: u64) {
+        let mut fibers = self.fibers.borrow_mut();
+        let keep = fibers.remove(&me);
+        for (_, c) in fibers.drain() {
+            std::mem::forget(c.task);
+        }
+        self.waiters.borrow_mut().clear();
+        self.due.set(0);
+        for c in &self.accept {
+            c.set(0);
+        }
+        let mut root = self.root.borrow_mut();
+        if let Some(mut k) = keep {
+            // The root is gone in spirit (it waits in the parent's loop
+            // forever): only this fiber's mask counts.
+            if let Some(r) = root.as_mut() {
+                r.mask = k.mask;
+            }
+            k.held = 0;
+            k.wait = Wait::No;
+            self.count(k.mask, 1);
+            fibers.insert(me, k);
+        }
+        if let Some(r) = root.as_mut() {
+            r.held = 0;
+            r.wait = Wait::No;
+            self.count(r.mask, 1);
+        }
+    }
+}
