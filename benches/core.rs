@@ -275,7 +275,7 @@ fn print_machine(quick: bool) {
 
 /// The guard mechanism, decided when the first stack is carved.
 fn fiber_guard_mode() -> &'static str {
-    drop(fiber::FiberStack::new(fiber::default_stack_size()));
+    drop(fiber::StackPool::leak().take(fiber::default_stack_size()));
     fiber::stack::guard_mode()
 }
 
@@ -532,9 +532,13 @@ fn fiber_spawn_join(n: u64) -> f64 {
 /// (never run; the drop returns the stack to the pool): the part of a
 /// spawn that the fiber crate owns.
 fn fiber_create_drop(n: u64) -> f64 {
+    thread_local! {
+        static POOL: &'static fiber::StackPool = fiber::StackPool::leak();
+    }
+    let pool = POOL.with(|p| *p);
     let t0 = Instant::now();
     for i in 0..n {
-        let f = fiber::Fiber::new(None, None, move |_| {
+        let f = fiber::Fiber::new(pool, None, None, move |_| {
             black_box(i);
         })
         .expect("a fiber on a pooled stack");

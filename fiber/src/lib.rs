@@ -8,9 +8,11 @@
 //! the overflow handler through [`set_running_hook`]), instead of a second
 //! thread-local that every switch would have to keep in step.
 //!
-//! - Stacks come from a per-thread pool carved out of large reserved regions
-//!   (see [`stack`]): spawning on a pooled stack makes no system call, and the
-//!   number of kernel mappings does not grow with the number of fibers.
+//! - Stacks come from a per-thread [`StackPool`] carved out of large reserved
+//!   regions (see [`stack`]): spawning on a pooled stack makes no system call,
+//!   and the number of kernel mappings does not grow with the number of
+//!   fibers. The scheduler owns the pool, so this crate keeps no
+//!   thread-locals at all.
 //! - Each stack has a guard page where the kernel allows, else a canary that
 //!   is checked at every switch. A stack overflow is reported by name:
 //!   `greenhook: fiber 7 'worker' overflowed its 256 KiB stack`.
@@ -20,8 +22,9 @@
 //!   (they may belong to C code that cannot unwind) and recycles its stack.
 //!
 //! ```
-//! use fiber::Fiber;
-//! let f = Fiber::new(None, None, |s| {
+//! use fiber::{Fiber, StackPool};
+//! let pool = StackPool::leak();
+//! let f = Fiber::new(pool, None, None, |s| {
 //!     println!("one");
 //!     s.suspend();
 //!     println!("two");
@@ -42,21 +45,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 pub use overflow::set_running_hook;
-pub use stack::{default_stack_size, FiberStack, DEFAULT_STACK_SIZE};
+pub use stack::{default_stack_size, FiberStack, StackPool, DEFAULT_STACK_SIZE};
 
-type Co = Coroutine<(), (), (), FiberStack>;
+/// A fiber's coroutine. Each resume passes the fiber's own address, which
+/// the first one needs (see [`Fiber::first_resume`]) and the others ignore.
+type Co = Coroutine<*const Fiber, (), (), FiberStack>;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-thread_local! {
-    /// The fiber being resumed for the first time, so that its closure can
-    /// tell it where its yielder lives (see [`Fiber::first_resume`]).
-    static STARTING: Cell<*const Fiber> = const { Cell::new(std::ptr::null()) };
-}
-
 /// What a fiber's closure is given to suspend itself with.
 pub struct Suspender<'a> {
-    y: &'a Yielder<(), ()>,
+    y: &'a Yielder<*const Fiber, ()>,
 }
 
 impl Suspender<'_> {
@@ -76,7 +75,7 @@ pub struct Fiber {
     /// # Invariant
     /// Null until the fiber first runs; then points at the yielder on the
     /// fiber's own stack, valid until the fiber finishes.
-    yielder: Cell<*const Yielder<(), ()>>,
+    yielder: Cell<*const Yielder<*const Fiber, ()>>,
     id: u64,
     name: Option<Box<str>>,
     errno: Cell<i32>,
@@ -92,14 +91,20 @@ impl Fiber {
     /// Creates a fiber that will run `f` when first resumed; `f` is given
     /// a [`Suspender`] to suspend itself with.
     ///
-    /// `stack_size` defaults to [`default_stack_size`]. The closure must not
-    /// let a panic escape (the `hub` crate catches panics at the fiber
-    /// boundary); if one does, it propagates out of [`Fiber::resume`].
-    pub fn new<F>(name: Option<Box<str>>, stack_size: Option<usize>, f: F) -> io::Result<Fiber>
+    /// The stack comes from `pool`; `stack_size` defaults to
+    /// [`default_stack_size`]. The closure must not let a panic escape (the
+    /// `hub` crate catches panics at the fiber boundary); if one does, it
+    /// propagates out of [`Fiber::resume`].
+    pub fn new<F>(
+        pool: &'static StackPool,
+        name: Option<Box<str>>,
+        stack_size: Option<usize>,
+        f: F,
+    ) -> io::Result<Fiber>
     where
         F: FnOnce(Suspender<'_>) + 'static,
     {
-        let stack = FiberStack::new(stack_size.unwrap_or_else(default_stack_size))?;
+        let stack = pool.take(stack_size.unwrap_or_else(default_stack_size))?;
         Self::on_stack(name, stack, f)
     }
 
@@ -114,10 +119,9 @@ impl Fiber {
         let guard = stack.guard_range();
         let guarded = stack.is_guarded();
         let stack_size = stack.size();
-        let co = Co::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
-            let me = STARTING.with(|s| s.replace(std::ptr::null()));
-            // SAFETY: first_resume set STARTING to this fiber just before
-            // switching here, and the fiber outlives that call.
+        let co = Co::with_stack(stack, move |y: &Yielder<*const Fiber, ()>, me: *const Fiber| {
+            // SAFETY: every resume passes the fiber itself, which outlives
+            // the call.
             unsafe { (*me).yielder.set(y) };
             f(Suspender { y })
         });
@@ -169,7 +173,7 @@ impl Fiber {
             self.first_resume()
         } else {
             // SAFETY: as above.
-            unsafe { (*self.co.get()).resume(()) }
+            unsafe { (*self.co.get()).resume(self) }
         };
         // SAFETY: as above; the fiber ran on this same thread.
         self.errno.set(unsafe { errno.replace(saved) });
@@ -179,16 +183,14 @@ impl Fiber {
         matches!(r, CoroutineResult::Return(()))
     }
 
-    /// The first resume, out of line: it tells the fiber's closure, through
-    /// `STARTING`, which fiber to record its yielder in (the fiber may have
-    /// moved since it was made, so the closure cannot know its address).
+    /// The first resume, out of line: the fiber's closure records its
+    /// yielder in the fiber whose address the resume passes (the fiber may
+    /// have moved since it was made, so the closure cannot know it).
     #[cold]
     #[inline(never)]
     fn first_resume(&self) -> CoroutineResult<(), ()> {
-        STARTING.with(|s| s.set(self));
-        // SAFETY: as in resume_with_errno. The closure takes STARTING back
-        // to null as soon as it starts.
-        unsafe { (*self.co.get()).resume(()) }
+        // SAFETY: as in resume_with_errno.
+        unsafe { (*self.co.get()).resume(self) }
     }
 
     #[cold]
@@ -336,7 +338,7 @@ mod tests {
     fn resume_suspend_and_finish() {
         let log = Rc::new(RefCell::new(Vec::new()));
         let l = log.clone();
-        let f = Fiber::new(Some("t".into()), None, move |s| {
+        let f = Fiber::new(StackPool::leak(), Some("t".into()), None, move |s| {
             l.borrow_mut().push(1);
             s.suspend();
             l.borrow_mut().push(2);
@@ -354,7 +356,7 @@ mod tests {
     #[test]
     fn errno_is_per_fiber() {
         errno::set(7);
-        let f = Fiber::new(None, None, |s| {
+        let f = Fiber::new(StackPool::leak(), None, None, |s| {
             errno::set(42);
             s.suspend();
             assert_eq!(errno::get(), 42);
@@ -376,7 +378,7 @@ mod tests {
                 panic!("a suspended fiber was unwound");
             }
         }
-        let f = Fiber::new(None, None, |s| {
+        let f = Fiber::new(StackPool::leak(), None, None, |s| {
             let _l = Loud;
             s.suspend();
         })
@@ -396,7 +398,7 @@ mod tests {
         }
         let log = Rc::new(RefCell::new(Vec::new()));
         let l = log.clone();
-        let f = Fiber::new(None, None, move |s| {
+        let f = Fiber::new(StackPool::leak(), None, None, move |s| {
             l.borrow_mut().push(1);
             s.suspend();
             l.borrow_mut().push(2);
@@ -422,7 +424,7 @@ mod tests {
 
     #[test]
     fn locals_default_to_zero() {
-        let f = Fiber::new(None, None, |_| {}).unwrap();
+        let f = Fiber::new(StackPool::leak(), None, None, |_| {}).unwrap();
         assert_eq!(f.local(3), 0);
         f.set_local(3, 99);
         assert_eq!(f.local(3), 99);

@@ -15,11 +15,15 @@
 //! mappings lasts, else the slot is left unguarded and a canary word at its
 //! lowest usable address is checked at every switch.
 //!
-//! A finished fiber's stack goes back to a per-thread free list and is reused
-//! as it is (its touched pages stay resident, like a malloc arena), so spawning
-//! on a pooled stack makes no system call.
+//! A finished fiber's stack goes back to the free list of its [`StackPool`]
+//! and is reused as it is (its touched pages stay resident, like a malloc
+//! arena), so spawning on a pooled stack makes no system call. A pool belongs
+//! to one OS thread (it is not `Sync`) and lives as long as the process: the
+//! scheduler keeps one per thread, where every context of the thread reaches
+//! it, instead of a thread-local (which is per fiber once fibers have their
+//! own TLS, and gone while the thread's TLS destructors run).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
@@ -128,6 +132,8 @@ pub fn round_size(size: usize) -> usize {
 /// `[guard_lo + guard, top)` is readable and writable and owned by this value.
 pub struct FiberStack {
     slot: Slot,
+    /// Where the slot goes back when the stack is dropped (None: foreign).
+    pool: Option<&'static StackPool>,
 }
 
 /// The plain description of a slot; the pool keeps these.
@@ -138,18 +144,9 @@ struct Slot {
     guard: usize,
     /// Whether a real guard page protects the low end (else a canary does).
     guarded: bool,
-    /// Memory the caller provided (`pthread_attr_setstack`): never pooled.
-    foreign: bool,
 }
 
 impl FiberStack {
-    /// Takes a stack of `size` usable bytes (rounded up) from this thread's
-    /// pool, reserving a new region when the pool is empty.
-    pub fn new(size: usize) -> io::Result<FiberStack> {
-        let size = round_size(size);
-        POOL.with(|p| p.borrow_mut().take(size))
-    }
-
     /// A stack on memory the caller owns, like `pthread_attr_setstack`:
     /// `[lo, lo + size)`. It has no guard page and no canary (the memory is
     /// the caller's to check, as in glibc) and is never pooled.
@@ -170,8 +167,8 @@ impl FiberStack {
                 guard_lo: bottom,
                 guard: 0,
                 guarded: true,
-                foreign: true,
             },
+            pool: None,
         })
     }
 
@@ -221,17 +218,12 @@ unsafe impl Stack for FiberStack {
 
 impl Drop for FiberStack {
     fn drop(&mut self) {
-        let slot = self.slot;
-        if slot.foreign {
-            return;
+        let Some(pool) = self.pool else { return };
+        // A stack dropped while the pool is busy (re-entered from a signal
+        // handler) is leaked, which is harmless: regions are never unmapped.
+        if let Ok(mut classes) = pool.classes.try_borrow_mut() {
+            give(&mut classes, self.slot);
         }
-        // At thread exit the pool may be gone: then the slot is leaked, which
-        // is harmless (regions are never unmapped).
-        let _ = POOL.try_with(|p| {
-            if let Ok(mut p) = p.try_borrow_mut() {
-                p.give(slot);
-            }
-        });
     }
 }
 
@@ -243,82 +235,113 @@ struct SizeClass {
     left: usize,
 }
 
-struct Pool {
-    classes: Vec<SizeClass>,
+/// The stacks of one OS thread: free slots by size, and the regions being
+/// carved (see the [module](self) docs).
+///
+/// Not `Sync`: a pool serves the OS thread that made it, and as a
+/// `&'static` it cannot be handed to another. Making one also gives that
+/// thread the alternate signal stack the overflow report runs on.
+pub struct StackPool {
+    classes: RefCell<Vec<SizeClass>>,
+    /// Whether this thread's alternate signal stack is installed.
+    altstack: Cell<bool>,
 }
 
-thread_local! {
-    static POOL: RefCell<Pool> = const { RefCell::new(Pool { classes: Vec::new() }) };
+impl Default for StackPool {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
-impl Pool {
-    fn class(&mut self, size: usize) -> &mut SizeClass {
-        let i = match self.classes.iter().position(|c| c.size == size) {
-            Some(i) => i,
-            None => {
-                self.classes.push(SizeClass {
-                    size,
-                    free: Vec::new(),
-                    next: 0,
-                    left: 0,
-                });
-                self.classes.len() - 1
-            }
+impl StackPool {
+    /// An empty pool for the calling OS thread.
+    pub fn new() -> StackPool {
+        StackPool {
+            classes: RefCell::new(Vec::new()),
+            altstack: Cell::new(false),
+        }
+    }
+
+    /// A pool for the calling thread that lives as long as the process.
+    pub fn leak() -> &'static StackPool {
+        Box::leak(Box::new(StackPool::new()))
+    }
+
+    /// Takes a stack of `size` usable bytes (rounded up) from the pool,
+    /// reserving a new region when it has none free.
+    pub fn take(&'static self, size: usize) -> io::Result<FiberStack> {
+        if !self.altstack.replace(true) {
+            crate::overflow::install_altstack();
+        }
+        let size = round_size(size);
+        let slot = take(&mut self.classes.borrow_mut(), size)?;
+        Ok(FiberStack { slot, pool: Some(self) })
+    }
+}
+
+fn class(classes: &mut Vec<SizeClass>, size: usize) -> &mut SizeClass {
+    let i = match classes.iter().position(|c| c.size == size) {
+        Some(i) => i,
+        None => {
+            classes.push(SizeClass {
+                size,
+                free: Vec::new(),
+                next: 0,
+                left: 0,
+            });
+            classes.len() - 1
+        }
+    };
+    &mut classes[i]
+}
+
+fn take(classes: &mut Vec<SizeClass>, size: usize) -> io::Result<Slot> {
+    let class = class(classes, size);
+    if let Some(slot) = class.free.pop() {
+        return Ok(slot);
+    }
+    let page = page_size();
+    let slot = size + page;
+    if class.left == 0 {
+        let slots = (REGION_BYTES / slot).max(16);
+        let len = slots * slot;
+        // SAFETY: a fresh anonymous private mapping; no existing memory
+        // is affected. MAP_NORESERVE: only touched pages are committed.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
         };
-        &mut self.classes[i]
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        class.next = p as usize;
+        class.left = slots;
     }
+    let lo = class.next;
+    class.next += slot;
+    class.left -= 1;
+    let guarded = install_guard(lo, page);
+    if !guarded {
+        // SAFETY: the canary word is the lowest usable word of the slot we
+        // just carved; nothing else refers to it.
+        unsafe { ((lo + page) as *mut u64).write_volatile(CANARY) };
+    }
+    Ok(Slot {
+        top: lo + slot,
+        guard_lo: lo,
+        guard: page,
+        guarded,
+    })
+}
 
-    fn take(&mut self, size: usize) -> io::Result<FiberStack> {
-        let class = self.class(size);
-        if let Some(slot) = class.free.pop() {
-            return Ok(FiberStack { slot });
-        }
-        let page = page_size();
-        let slot = size + page;
-        if class.left == 0 {
-            let slots = (REGION_BYTES / slot).max(16);
-            let len = slots * slot;
-            // SAFETY: a fresh anonymous private mapping; no existing memory
-            // is affected. MAP_NORESERVE: only touched pages are committed.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                    -1,
-                    0,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                return Err(io::Error::last_os_error());
-            }
-            class.next = p as usize;
-            class.left = slots;
-        }
-        let lo = class.next;
-        class.next += slot;
-        class.left -= 1;
-        let guarded = install_guard(lo, page);
-        if !guarded {
-            // SAFETY: the canary word is the lowest usable word of the slot we
-            // just carved; nothing else refers to it.
-            unsafe { ((lo + page) as *mut u64).write_volatile(CANARY) };
-        }
-        Ok(FiberStack {
-            slot: Slot {
-                top: lo + slot,
-                guard_lo: lo,
-                guard: page,
-                guarded,
-                foreign: false,
-            },
-        })
-    }
-
-    fn give(&mut self, s: Slot) {
-        self.class(s.size()).free.push(s);
-    }
+fn give(classes: &mut Vec<SizeClass>, s: Slot) {
+    class(classes, s.size()).free.push(s);
 }
 
 /// Installs a guard page at `lo`; returns whether one is now in place.
@@ -379,10 +402,11 @@ mod tests {
 
     #[test]
     fn stacks_are_reused_from_the_pool() {
-        let a = FiberStack::new(64 * 1024).unwrap();
+        let pool = StackPool::leak();
+        let a = pool.take(64 * 1024).unwrap();
         let top = a.slot.top;
         drop(a);
-        let b = FiberStack::new(64 * 1024).unwrap();
+        let b = pool.take(64 * 1024).unwrap();
         assert_eq!(b.slot.top, top);
         assert!(b.size() >= 64 * 1024);
     }

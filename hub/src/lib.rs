@@ -57,6 +57,7 @@ mod fd;
 mod fork;
 mod handover;
 mod park;
+mod per_thread;
 mod pool;
 pub mod reactor;
 mod remote;
@@ -78,6 +79,7 @@ pub use fd::{forget_fd, registered_high, wait_fd, wait_fds, Interest};
 pub use fork::{in_loop, reset_after_fork, set_poll_hook};
 pub use handover::yield_now;
 pub use park::{park, park_object, parked, parked_where, unpark, unpark_best, unpark_where, Park};
+pub use per_thread::PerThread;
 pub use pool::{offload, pool_size};
 pub use remote::{park_remote, wait_remote, RemoteWaker};
 pub use spawn::{exit_current, for_each_task, join, join_interruptible, join_until, live_fibers, spawn, Spawn};
@@ -139,6 +141,11 @@ pub(crate) struct Hub {
     /// This thread's `errno` slot, looked up once (see
     /// [`fiber::Fiber::resume_with_errno`]).
     errno: *mut i32,
+    /// This thread's fiber stacks.
+    stacks: fiber::StackPool,
+    /// In the child of a fork made from a fiber: the root's own wait can
+    /// never end (what it waited for stayed in the parent; see [`fork`]).
+    orphan_root: Cell<bool>,
 }
 
 /// What the hub keeps per OS thread, behind one thread-local: in a shared
@@ -157,6 +164,8 @@ pub(crate) struct Local {
     /// Whether this OS thread runs fibers (see [`is_fiber_thread`]): 0 not
     /// asked yet, 1 yes, 2 no.
     pub(crate) fiber_thread: Cell<u8>,
+    /// The OS thread's [`PerThread`] slots, null until first used.
+    pub(crate) block: Cell<*const per_thread::Block>,
 }
 
 thread_local! {
@@ -167,6 +176,7 @@ thread_local! {
             depth: Cell::new(0),
             tid: Cell::new(0),
             fiber_thread: Cell::new(0),
+            block: Cell::new(std::ptr::null()),
         }
     };
 }
@@ -210,6 +220,7 @@ impl Hub {
     #[cold]
     fn create() -> &'static Hub {
         let _g = internal::Guard::new();
+        per_thread::make_block();
         let reactor = Reactor::new().unwrap_or_else(|e| {
             eprintln!("greenhook: cannot create the hub's poller: {e}");
             std::process::abort()
@@ -239,6 +250,8 @@ impl Hub {
             direct_budget: Cell::new(direct_budget),
             cpu: cputime::Clocks::default(),
             errno: fiber::errno::location(),
+            stacks: fiber::StackPool::new(),
+            orphan_root: Cell::new(false),
             counters: Counters::default(),
         }));
         hub.root.state.set(State::Running);

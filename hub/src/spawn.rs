@@ -49,7 +49,7 @@ fn spawn_task(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
     let fib = match opts.user_stack {
         // SAFETY: the Spawn contract: the caller vouches for the memory.
         Some((lo, size)) => fiber::Fiber::on_stack(name, unsafe { fiber::FiberStack::foreign(lo, size)? }, body)?,
-        None => fiber::Fiber::new(name, opts.stack_size, body)?,
+        None => fiber::Fiber::new(&hub.stacks, name, opts.stack_size, body)?,
     };
     let t = Rc::new(Task::new(Some(fib)));
     {

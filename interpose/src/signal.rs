@@ -94,16 +94,16 @@ static IDLE: AtomicU64 = AtomicU64::new(0);
 /// Handlers run so far (any signal).
 static HANDLED: AtomicU64 = AtomicU64::new(0);
 
-thread_local! {
-    /// The root's virtual mask, once fibers made masks virtual.
-    static ROOT_MASK: Cell<Option<u64>> = const { Cell::new(None) };
-    /// Virtual masks of fibers that set one, by fiber id.
-    static MASKS: RefCell<HashMap<u64, u64>> = RefCell::new(HashMap::new());
-    /// Fibers in pause/sigsuspend, with the mask they wait under.
-    static WAITERS: RefCell<Vec<(Rc<hub::Task>, u64)>> = const { RefCell::new(Vec::new()) };
-    /// Tasks in a wait that a non-restarting handler may end (waitpid).
-    static INTERRUPTIBLE: RefCell<Vec<*const hub::Task>> = const { RefCell::new(Vec::new()) };
-}
+// Per OS thread, shared by its fibers (see `hub::PerThread`).
+/// The root's virtual mask, once fibers made masks virtual.
+static ROOT_MASK: hub::PerThread<Cell<Option<u64>>> = hub::PerThread::new(|| Cell::new(None));
+/// Virtual masks of fibers that set one, by fiber id.
+static MASKS: hub::PerThread<RefCell<HashMap<u64, u64>>> = hub::PerThread::new(|| RefCell::new(HashMap::new()));
+/// Fibers in pause/sigsuspend, with the mask they wait under.
+#[allow(clippy::type_complexity)]
+static WAITERS: hub::PerThread<RefCell<Vec<(Rc<hub::Task>, u64)>>> = hub::PerThread::new(|| RefCell::new(Vec::new()));
+/// Tasks in a wait that a non-restarting handler may end (waitpid).
+static INTERRUPTIBLE: hub::PerThread<RefCell<Vec<*const hub::Task>>> = hub::PerThread::new(|| RefCell::new(Vec::new()));
 
 fn valid(sig: c_int) -> bool {
     (1..NSIG as c_int).contains(&sig)

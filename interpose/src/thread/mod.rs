@@ -129,10 +129,9 @@ struct Root {
     joined: Cell<bool>,
 }
 
-thread_local! {
-    static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
-    static ROOT: Root = Root::default();
-}
+// Per OS thread, not `thread_local!`: see `hub::PerThread`.
+static REGISTRY: hub::PerThread<RefCell<Registry>> = hub::PerThread::new(|| RefCell::new(Registry::default()));
+static ROOT: hub::PerThread<Root> = hub::PerThread::new(Root::default);
 
 fn lookup(t: pthread_t) -> Option<Rc<Record>> {
     REGISTRY.with(|r| r.borrow().get(&(t as usize)).cloned())

@@ -32,12 +32,12 @@ fn fiber_task_user() -> Option<usize> {
 }
 
 /// The running fiber's pthread name for the stall monitor: called in a
-/// signal handler on the hub thread, so it only reads (`try_with`,
+/// signal handler on the hub thread, so it only reads (`with_existing`,
 /// `try_borrow`), never allocates.
 pub(crate) fn name_for_monitor(buf: &mut [u8; 64]) -> usize {
     let Some(key) = fiber_task_user() else { return 0 };
     REGISTRY
-        .try_with(|r| {
+        .with_existing(|r| {
             let Ok(r) = r.try_borrow() else { return 0 };
             let Some(rec) = r.get(&key) else { return 0 };
             let Ok(name) = rec.name.try_borrow() else { return 0 };

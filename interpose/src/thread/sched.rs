@@ -31,10 +31,9 @@ const CAP_SYS_NICE: u32 = 23;
 /// Some context's priority is not 0 (or was once).
 static DIFFER: AtomicBool = AtomicBool::new(false);
 
-thread_local! {
-    /// The root's policy and priority, once read (real calls).
-    static ROOT: Cell<Option<(c_int, c_int)>> = const { Cell::new(None) };
-}
+/// The root's policy and priority, once read (real calls); per OS thread
+/// (see `hub::PerThread`).
+static ROOT: hub::PerThread<Cell<Option<(c_int, c_int)>>> = hub::PerThread::new(|| Cell::new(None));
 
 /// A fiber's policy and priority: `None` while they are the root's (it
 /// was created by the root and nobody set them), so that creating a
