@@ -538,7 +538,7 @@ fn fiber_create_drop(n: u64) -> f64 {
     let pool = POOL.with(|p| *p);
     let t0 = Instant::now();
     for i in 0..n {
-        let f = fiber::Fiber::new(pool, None, None, move |_| {
+        let f = fiber::Fiber::new(pool, None, None, fiber::Tls::Shared, move |_| {
             black_box(i);
         })
         .expect("a fiber on a pooled stack");

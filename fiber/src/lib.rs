@@ -16,15 +16,20 @@
 //! - Each stack has a guard page where the kernel allows, else a canary that
 //!   is checked at every switch. A stack overflow is reported by name:
 //!   `greenhook: fiber 7 'worker' overflowed its 256 KiB stack`.
-//! - Each fiber has its own `errno`, saved and restored at every switch, and
-//!   key/value slots for `pthread_key_*` emulation.
+//! - A fiber made with [`Tls::Own`] runs with a thread pointer of its own:
+//!   a TCB and static TLS block at the top of its stack, made as glibc
+//!   makes a thread's (see [`tls`]), so `__thread`, `thread_local!`,
+//!   `errno` and glibc's per-thread state are its own. One made with
+//!   [`Tls::Shared`] runs on its OS thread's TLS, with its own `errno`
+//!   saved and restored at every switch.
+//! - Key/value slots for `pthread_key_*` emulation.
 //! - A suspended fiber is never unwound: dropping one abandons its frames
 //!   (they may belong to C code that cannot unwind) and recycles its stack.
 //!
 //! ```
 //! use fiber::{Fiber, StackPool};
 //! let pool = StackPool::leak();
-//! let f = Fiber::new(pool, None, None, |s| {
+//! let f = Fiber::new(pool, None, None, fiber::Tls::Shared, |s| {
 //!     println!("one");
 //!     s.suspend();
 //!     println!("two");
@@ -35,6 +40,7 @@
 //! ```
 
 pub mod stack;
+pub mod tls;
 
 mod overflow;
 
@@ -46,6 +52,39 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 pub use overflow::set_running_hook;
 pub use stack::{default_stack_size, FiberStack, StackPool, DEFAULT_STACK_SIZE};
+
+/// Whose thread-local storage a fiber runs with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Tls {
+    /// Its OS thread's (the `errno` is still the fiber's own, swapped at
+    /// every switch). Costs nothing; thread-locals are shared by the
+    /// thread's fibers.
+    #[default]
+    Shared,
+    /// A block of its own (see [`tls`]): about 4 KiB at the top of the
+    /// stack, one more touched page per fiber, and a thread-pointer write
+    /// at every switch. Falls back to `Shared` where [`tls::enabled`] is
+    /// false.
+    Own,
+}
+
+/// An OS thread's own TLS, where fibers that share it run: its thread
+/// pointer and `errno` slot, looked up once.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Home {
+    pub(crate) tp: usize,
+    errno: *mut i32,
+}
+
+impl Home {
+    /// The calling context's.
+    pub(crate) fn current() -> Home {
+        Home {
+            tp: tls::arch::thread_pointer(),
+            errno: errno::location(),
+        }
+    }
+}
 
 /// A fiber's coroutine. Each resume passes the fiber's own address, which
 /// the first one needs (see [`Fiber::first_resume`]) and the others ignore.
@@ -83,8 +122,12 @@ pub struct Fiber {
     guard: (usize, usize),
     guarded: bool,
     stack_size: usize,
-    /// The usable stack range `[lo, hi)`.
+    /// The stack's memory `[lo, hi)` (see [`Fiber::stack_bounds`]).
     bounds: (usize, usize),
+    /// The thread pointer of the fiber's own TLS block, or 0 ([`Tls::Shared`]).
+    tp: usize,
+    /// Its OS thread's own TLS, where a fiber with `tp` 0 runs.
+    home: Home,
 }
 
 impl Fiber {
@@ -92,30 +135,49 @@ impl Fiber {
     /// a [`Suspender`] to suspend itself with.
     ///
     /// The stack comes from `pool`; `stack_size` defaults to
-    /// [`default_stack_size`]. The closure must not let a panic escape (the
-    /// `hub` crate catches panics at the fiber boundary); if one does, it
-    /// propagates out of [`Fiber::resume`].
+    /// [`default_stack_size`]. With [`Tls::Own`] (and [`tls::enabled`]) the
+    /// fiber gets TLS of its own, whose header is copied from the calling
+    /// context's. The closure must not let a panic escape (the `hub` crate
+    /// catches panics at the fiber boundary); if one does, it propagates
+    /// out of [`Fiber::resume`].
     pub fn new<F>(
         pool: &'static StackPool,
         name: Option<Box<str>>,
         stack_size: Option<usize>,
+        tls: Tls,
         f: F,
     ) -> io::Result<Fiber>
     where
         F: FnOnce(Suspender<'_>) + 'static,
     {
         let stack = pool.take(stack_size.unwrap_or_else(default_stack_size))?;
-        Self::on_stack(name, stack, f)
+        Self::on_stack(pool, name, stack, tls, f)
     }
 
     /// Creates a fiber that will run `f` on `stack` (pooled, or caller-provided
-    /// through [`FiberStack::foreign`]).
-    pub fn on_stack<F>(name: Option<Box<str>>, stack: FiberStack, f: F) -> io::Result<Fiber>
+    /// through [`FiberStack::foreign`]); `pool` is its OS thread's.
+    pub fn on_stack<F>(
+        pool: &'static StackPool,
+        name: Option<Box<str>>,
+        mut stack: FiberStack,
+        tls: Tls,
+        f: F,
+    ) -> io::Result<Fiber>
     where
         F: FnOnce(Suspender<'_>) + 'static,
     {
         overflow::ensure_installed();
+        // The whole range, TLS block included, as glibc reports a thread's
+        // stack (its descriptor and TLS are carved from the top of it).
         let bounds = stack.bounds();
+        let tp = match tls {
+            Tls::Own if tls::enabled() => {
+                let g = tls::glibc().map_err(|_| io::Error::from_raw_os_error(libc::ENOSYS))?;
+                stack.carve_tls(g, tls::arch::thread_pointer())?
+            }
+            _ => 0,
+        };
+        let own = tp != 0;
         let guard = stack.guard_range();
         let guarded = stack.is_guarded();
         let stack_size = stack.size();
@@ -123,7 +185,15 @@ impl Fiber {
             // SAFETY: every resume passes the fiber itself, which outlives
             // the call.
             unsafe { (*me).yielder.set(y) };
-            f(Suspender { y })
+            if own {
+                // SAFETY: our own block is installed (resume did it).
+                unsafe { tls::glibc().expect("made with TLS").thread_started() };
+            }
+            f(Suspender { y });
+            // The thread-local destructors of the fiber, in its own
+            // context, as a thread's exit runs them.
+            // SAFETY: we run on this fiber's stack; `own` is its TLS.
+            unsafe { tls::run_destructors(own) };
         });
         Ok(Fiber {
             bounds,
@@ -136,51 +206,70 @@ impl Fiber {
             guard,
             guarded,
             stack_size,
+            tp,
+            home: pool.home,
         })
     }
 
     /// Runs the fiber until it suspends (returns `false`) or finishes
     /// (returns `true`).
     ///
-    /// Swaps `errno`: the caller's value is kept aside while the fiber runs
-    /// with its own.
+    /// A fiber with TLS of its own runs with its thread pointer installed,
+    /// and the resumer's is reinstalled when it suspends: one thread-pointer
+    /// write each way. A fiber sharing its thread's TLS runs on it (switched
+    /// to only if the resumer is a fiber with TLS of its own) with its own
+    /// `errno` swapped in.
     ///
     /// # Panics
     /// When the fiber has finished, or is running (a fiber cannot resume
     /// itself): corosensei checks both.
     #[inline]
     pub fn resume(&self) -> bool {
-        // SAFETY: errno::location() is the calling thread's errno slot.
-        unsafe { self.resume_with_errno(errno::location()) }
-    }
-
-    /// [`Fiber::resume`] for a caller that has looked up the thread's errno
-    /// slot once and kept it (a scheduler switching many times a second
-    /// saves a call into libc per switch).
-    ///
-    /// # Safety
-    /// `errno` must be [`errno::location`] as seen by the calling thread.
-    #[inline]
-    pub unsafe fn resume_with_errno(&self, errno: *mut i32) -> bool {
-        debug_assert!(errno == errno::location());
-        // SAFETY: the caller vouches that `errno` is this thread's slot.
-        let saved = unsafe { errno.replace(self.errno.get()) };
-        // SAFETY: `co` is only touched here and in suspend's yielder, never
-        // by two contexts at once: a running coroutine's resume panics
-        // (corosensei checks) and only one context runs at a time on a
-        // thread.
-        let r = if self.yielder.get().is_null() {
-            self.first_resume()
+        let cur = tls::arch::thread_pointer();
+        let r = if self.tp != 0 {
+            // SAFETY: the fiber's block lives as long as the fiber; the
+            // resumer's is reinstalled before anything of it is used again.
+            unsafe { tls::arch::set_thread_pointer(self.tp) };
+            let r = self.switch();
+            // SAFETY: `cur` is the resumer's block, alive (it runs).
+            unsafe { tls::arch::set_thread_pointer(cur) };
+            r
         } else {
-            // SAFETY: as above.
-            unsafe { (*self.co.get()).resume(self) }
+            let home = self.home;
+            let away = cur != home.tp;
+            if away {
+                // SAFETY: the OS thread's own block, alive while it runs.
+                unsafe { tls::arch::set_thread_pointer(home.tp) };
+            }
+            // SAFETY: the thread's errno slot (Home), on this same thread.
+            let saved = unsafe { home.errno.replace(self.errno.get()) };
+            let r = self.switch();
+            // SAFETY: as above; the fiber ran on this same thread.
+            self.errno.set(unsafe { home.errno.replace(saved) });
+            if away {
+                // SAFETY: as in the own-TLS case.
+                unsafe { tls::arch::set_thread_pointer(cur) };
+            }
+            r
         };
-        // SAFETY: as above; the fiber ran on this same thread.
-        self.errno.set(unsafe { errno.replace(saved) });
         if !self.guarded {
             self.check_canary();
         }
         matches!(r, CoroutineResult::Return(()))
+    }
+
+    /// The switch itself.
+    #[inline(always)]
+    fn switch(&self) -> CoroutineResult<(), ()> {
+        if self.yielder.get().is_null() {
+            self.first_resume()
+        } else {
+            // SAFETY: `co` is only touched here and in suspend's yielder,
+            // never by two contexts at once: a running coroutine's resume
+            // panics (corosensei checks) and only one context runs at a
+            // time on a thread.
+            unsafe { (*self.co.get()).resume(self) }
+        }
     }
 
     /// The first resume, out of line: the fiber's closure records its
@@ -189,7 +278,7 @@ impl Fiber {
     #[cold]
     #[inline(never)]
     fn first_resume(&self) -> CoroutineResult<(), ()> {
-        // SAFETY: as in resume_with_errno.
+        // SAFETY: as in switch.
         unsafe { (*self.co.get()).resume(self) }
     }
 
@@ -253,14 +342,31 @@ impl Fiber {
         self.stack_size
     }
 
-    /// The usable stack range `[lo, hi)` (hi is where the stack starts).
+    /// The stack's memory `[lo, hi)`, as glibc reports a thread's: with
+    /// the fiber's own TLS block at its top, if it has one (the stack
+    /// itself starts below that block).
     pub fn stack_bounds(&self) -> (usize, usize) {
         self.bounds
     }
 
     /// The saved `errno` of this fiber (meaningful while it is not running).
     pub fn saved_errno(&self) -> i32 {
-        self.errno.get()
+        match tls::glibc() {
+            // SAFETY: the fiber's own block, alive as long as it is.
+            Ok(g) if self.tp != 0 => unsafe { g.errno_of(self.tp).read() },
+            _ => self.errno.get(),
+        }
+    }
+
+    /// Whether the fiber runs with TLS of its own ([`Tls::Own`], where
+    /// available).
+    pub fn has_own_tls(&self) -> bool {
+        self.tp != 0
+    }
+
+    /// The fiber's own thread pointer (0 when it shares its thread's).
+    pub fn thread_pointer(&self) -> usize {
+        self.tp
     }
 
     /// Reads key/value slot `key` (0 if never set).
@@ -338,7 +444,7 @@ mod tests {
     fn resume_suspend_and_finish() {
         let log = Rc::new(RefCell::new(Vec::new()));
         let l = log.clone();
-        let f = Fiber::new(StackPool::leak(), Some("t".into()), None, move |s| {
+        let f = Fiber::new(StackPool::leak(), Some("t".into()), None, Tls::Shared, move |s| {
             l.borrow_mut().push(1);
             s.suspend();
             l.borrow_mut().push(2);
@@ -356,7 +462,7 @@ mod tests {
     #[test]
     fn errno_is_per_fiber() {
         errno::set(7);
-        let f = Fiber::new(StackPool::leak(), None, None, |s| {
+        let f = Fiber::new(StackPool::leak(), None, None, Tls::Shared, |s| {
             errno::set(42);
             s.suspend();
             assert_eq!(errno::get(), 42);
@@ -378,7 +484,7 @@ mod tests {
                 panic!("a suspended fiber was unwound");
             }
         }
-        let f = Fiber::new(StackPool::leak(), None, None, |s| {
+        let f = Fiber::new(StackPool::leak(), None, None, Tls::Shared, |s| {
             let _l = Loud;
             s.suspend();
         })
@@ -398,7 +504,7 @@ mod tests {
         }
         let log = Rc::new(RefCell::new(Vec::new()));
         let l = log.clone();
-        let f = Fiber::new(StackPool::leak(), None, None, move |s| {
+        let f = Fiber::new(StackPool::leak(), None, None, Tls::Shared, move |s| {
             l.borrow_mut().push(1);
             s.suspend();
             l.borrow_mut().push(2);
@@ -424,7 +530,7 @@ mod tests {
 
     #[test]
     fn locals_default_to_zero() {
-        let f = Fiber::new(StackPool::leak(), None, None, |_| {}).unwrap();
+        let f = Fiber::new(StackPool::leak(), None, None, Tls::Shared, |_| {}).unwrap();
         assert_eq!(f.local(3), 0);
         f.set_local(3, 99);
         assert_eq!(f.local(3), 99);

@@ -134,6 +134,11 @@ pub struct FiberStack {
     slot: Slot,
     /// Where the slot goes back when the stack is dropped (None: foreign).
     pool: Option<&'static StackPool>,
+    /// The thread pointer of a TLS block carved from the top of the slot
+    /// ([`FiberStack::carve_tls`]), or 0.
+    tls: usize,
+    /// Where the stack starts: the slot's top, or the low end of its TLS block.
+    base: usize,
 }
 
 /// The plain description of a slot; the pool keeps these.
@@ -169,12 +174,35 @@ impl FiberStack {
                 guarded: true,
             },
             pool: None,
+            tls: 0,
+            base: top,
         })
     }
 
-    /// The usable range `[lo, hi)`.
+    /// The usable range `[lo, hi)` (below the TLS block, if it has one).
     pub fn bounds(&self) -> (usize, usize) {
-        (self.slot.guard_lo + self.slot.guard, self.slot.top)
+        (self.slot.guard_lo + self.slot.guard, self.base)
+    }
+
+    /// Makes a TLS block at the top of the stack, as glibc does for a
+    /// thread's (see [`crate::tls`]), copying the header from the block
+    /// at `from`; the stack then starts below it. Returns its thread
+    /// pointer.
+    pub(crate) fn carve_tls(&mut self, g: &crate::tls::Glibc, from: usize) -> io::Result<usize> {
+        debug_assert_eq!(self.tls, 0);
+        let tp = crate::tls::block_pointer(g, self.slot.top);
+        let lo = crate::tls::block_low(g, tp) & !15;
+        let (stack_lo, _) = self.bounds();
+        if lo < stack_lo + MIN_STACK_SIZE / 2 {
+            // Less than 8 KiB of stack would be left (glibc would refuse too).
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        // SAFETY: `[lo, top)` is the top of this stack's own memory, which
+        // no fiber runs on yet; `from` is the caller's complete block.
+        unsafe { g.init_block(tp, from)? };
+        self.tls = tp;
+        self.base = lo;
+        Ok(tp)
     }
 
     /// Usable bytes (excluding the guard page).
@@ -206,9 +234,9 @@ unsafe impl Stack for FiberStack {
     #[inline]
     fn base(&self) -> StackPointer {
         // Read at every resume: no check on the hot path.
-        // SAFETY: `top` is the end of a mapped range (see the invariant),
-        // so it is not zero.
-        unsafe { StackPointer::new_unchecked(self.slot.top) }
+        // SAFETY: `base` is the end of a mapped range or the low end of the
+        // TLS block at its top (see the invariant), so it is not zero.
+        unsafe { StackPointer::new_unchecked(self.base) }
     }
     #[inline]
     fn limit(&self) -> StackPointer {
@@ -218,6 +246,14 @@ unsafe impl Stack for FiberStack {
 
 impl Drop for FiberStack {
     fn drop(&mut self) {
+        if self.tls != 0 {
+            if let Ok(g) = crate::tls::glibc() {
+                // SAFETY: the block was made by carve_tls and belongs to
+                // this stack, whose fiber has finished or been abandoned:
+                // it is installed nowhere.
+                unsafe { g.release_block(self.tls) };
+            }
+        }
         let Some(pool) = self.pool else { return };
         // A stack dropped while the pool is busy (re-entered from a signal
         // handler) is leaked, which is harmless: regions are never unmapped.
@@ -245,6 +281,8 @@ pub struct StackPool {
     classes: RefCell<Vec<SizeClass>>,
     /// Whether this thread's alternate signal stack is installed.
     altstack: Cell<bool>,
+    /// The thread's own TLS, where fibers that share it run.
+    pub(crate) home: crate::Home,
 }
 
 impl Default for StackPool {
@@ -254,12 +292,21 @@ impl Default for StackPool {
 }
 
 impl StackPool {
-    /// An empty pool for the calling OS thread.
+    /// An empty pool for the calling OS thread. Made in the thread's own
+    /// context (not in a fiber with TLS of its own): it records the
+    /// thread's TLS, where fibers that share it run.
     pub fn new() -> StackPool {
         StackPool {
             classes: RefCell::new(Vec::new()),
             altstack: Cell::new(false),
+            home: crate::Home::current(),
         }
+    }
+
+    /// The thread pointer of the OS thread's own TLS (recorded when the
+    /// pool was made).
+    pub fn thread_pointer(&self) -> usize {
+        self.home.tp
     }
 
     /// A pool for the calling thread that lives as long as the process.
@@ -275,7 +322,12 @@ impl StackPool {
         }
         let size = round_size(size);
         let slot = take(&mut self.classes.borrow_mut(), size)?;
-        Ok(FiberStack { slot, pool: Some(self) })
+        Ok(FiberStack {
+            slot,
+            pool: Some(self),
+            tls: 0,
+            base: slot.top,
+        })
     }
 }
 

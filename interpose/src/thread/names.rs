@@ -6,7 +6,7 @@
 use libc::{c_char, c_int, pthread_t, size_t};
 
 use super::handle::Gone;
-use super::{current_record, lookup, pthread_self, resolve, Target, REGISTRY};
+use super::{current_record, lookup, resolve, Target, REGISTRY};
 use crate::hook::hook;
 
 /// The name a new thread starts with: its creator's (Linux copies `comm`),
@@ -17,7 +17,7 @@ pub(super) fn inherited() -> [u8; 16] {
         None => {
             let mut name = [0u8; 16];
             // SAFETY: a 16-byte buffer for the creator's real thread name.
-            unsafe { pthread_getname_np::real(pthread_self::real(), name.as_mut_ptr().cast(), 16) };
+            unsafe { pthread_getname_np::real(super::os_thread_self(), name.as_mut_ptr().cast(), 16) };
             name
         }
     }

@@ -74,7 +74,7 @@ fn root() -> (c_int, c_int) {
 fn read_real() -> (c_int, c_int) {
     let (mut p, mut sp) = (0, sched_param { sched_priority: 0 });
     // SAFETY: our own OS thread's real handle; valid out pointers.
-    unsafe { pthread_getschedparam::real(super::pthread_self::real(), &mut p, &mut sp) };
+    unsafe { pthread_getschedparam::real(super::os_thread_self(), &mut p, &mut sp) };
     (p, sp.sched_priority)
 }
 
@@ -252,8 +252,7 @@ fn root_changing() {
 
 /// Whether `t` is the OS thread running the caller (the root of this hub).
 fn is_own_thread(t: pthread_t) -> bool {
-    // SAFETY: no arguments.
-    t == unsafe { super::pthread_self::real() }
+    t == super::os_thread_self()
 }
 
 hook! {
