@@ -119,15 +119,17 @@ pub struct Fiber {
     name: Option<Box<str>>,
     errno: Cell<i32>,
     locals: RefCell<Vec<usize>>,
+    /// The guard range `[lo, hi)`; `hi` is also the stack's lowest usable
+    /// address.
     guard: (usize, usize),
     guarded: bool,
-    stack_size: usize,
-    /// The stack's memory `[lo, hi)` (see [`Fiber::stack_bounds`]).
-    bounds: (usize, usize),
+    /// The top of the stack's memory (its own TLS block included).
+    top: usize,
     /// The thread pointer of the fiber's own TLS block, or 0 ([`Tls::Shared`]).
     tp: usize,
-    /// Its OS thread's own TLS, where a fiber with `tp` 0 runs.
-    home: Home,
+    /// Its OS thread's pool, which also knows the thread's own TLS, where a
+    /// fiber with `tp` 0 runs.
+    pool: &'static StackPool,
 }
 
 impl Fiber {
@@ -169,7 +171,7 @@ impl Fiber {
         overflow::ensure_installed();
         // The whole range, TLS block included, as glibc reports a thread's
         // stack (its descriptor and TLS are carved from the top of it).
-        let bounds = stack.bounds();
+        let (_, top) = stack.bounds();
         let tp = match tls {
             Tls::Own if tls::enabled() => {
                 let g = tls::glibc().map_err(|_| io::Error::from_raw_os_error(libc::ENOSYS))?;
@@ -180,7 +182,6 @@ impl Fiber {
         let own = tp != 0;
         let guard = stack.guard_range();
         let guarded = stack.is_guarded();
-        let stack_size = stack.size();
         let co = Co::with_stack(stack, move |y: &Yielder<*const Fiber, ()>, me: *const Fiber| {
             // SAFETY: every resume passes the fiber itself, which outlives
             // the call.
@@ -196,7 +197,6 @@ impl Fiber {
             unsafe { tls::run_destructors(own) };
         });
         Ok(Fiber {
-            bounds,
             co: UnsafeCell::new(co),
             yielder: Cell::new(std::ptr::null()),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -205,9 +205,9 @@ impl Fiber {
             locals: RefCell::new(Vec::new()),
             guard,
             guarded,
-            stack_size,
+            top,
             tp,
-            home: pool.home,
+            pool,
         })
     }
 
@@ -235,7 +235,7 @@ impl Fiber {
             unsafe { tls::arch::set_thread_pointer(cur) };
             r
         } else {
-            let home = self.home;
+            let home = self.pool.home;
             let away = cur != home.tp;
             if away {
                 // SAFETY: the OS thread's own block, alive while it runs.
@@ -337,16 +337,17 @@ impl Fiber {
         self.name.as_deref()
     }
 
-    /// Usable stack bytes.
+    /// Usable stack bytes, as asked for (a TLS block of its own comes out
+    /// of them, as a thread's does in glibc).
     pub fn stack_size(&self) -> usize {
-        self.stack_size
+        self.top - self.guard.1
     }
 
     /// The stack's memory `[lo, hi)`, as glibc reports a thread's: with
     /// the fiber's own TLS block at its top, if it has one (the stack
     /// itself starts below that block).
     pub fn stack_bounds(&self) -> (usize, usize) {
-        self.bounds
+        (self.guard.1, self.top)
     }
 
     /// The saved `errno` of this fiber (meaningful while it is not running).
@@ -402,6 +403,15 @@ impl Drop for Fiber {
             // pool for a new fiber to overwrite. Anything those frames owned
             // is leaked, deliberately.
             unsafe { co.force_reset() };
+        }
+        if self.tp != 0 {
+            if let Ok(g) = tls::glibc() {
+                // SAFETY: the block is the fiber's, made by carve_tls; the
+                // fiber has finished or been abandoned, so it is installed
+                // nowhere. (Its stack goes back to the pool after this, when
+                // the coroutine is dropped.)
+                unsafe { g.release_block(self.tp) };
+            }
         }
     }
 }

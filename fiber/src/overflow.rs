@@ -151,7 +151,7 @@ pub(crate) fn report(f: &Fiber, extra: &str) -> ! {
     buf.s(" '");
     buf.s(f.name.as_deref().unwrap_or("<unnamed>"));
     buf.s("' overflowed its ");
-    buf.num((f.stack_size / 1024) as u64);
+    buf.num((f.stack_size() / 1024) as u64);
     buf.s(" KiB stack");
     if !extra.is_empty() {
         buf.s(" (");

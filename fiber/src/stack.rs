@@ -134,10 +134,9 @@ pub struct FiberStack {
     slot: Slot,
     /// Where the slot goes back when the stack is dropped (None: foreign).
     pool: Option<&'static StackPool>,
-    /// The thread pointer of a TLS block carved from the top of the slot
-    /// ([`FiberStack::carve_tls`]), or 0.
-    tls: usize,
-    /// Where the stack starts: the slot's top, or the low end of its TLS block.
+    /// Where the stack starts: the slot's top, or the low end of the TLS
+    /// block carved from it ([`FiberStack::carve_tls`]; the fiber owns and
+    /// releases the block).
     base: usize,
 }
 
@@ -146,7 +145,7 @@ pub struct FiberStack {
 struct Slot {
     top: usize,
     guard_lo: usize,
-    guard: usize,
+    guard: u32,
     /// Whether a real guard page protects the low end (else a canary does).
     guarded: bool,
 }
@@ -174,14 +173,13 @@ impl FiberStack {
                 guarded: true,
             },
             pool: None,
-            tls: 0,
             base: top,
         })
     }
 
     /// The usable range `[lo, hi)` (below the TLS block, if it has one).
     pub fn bounds(&self) -> (usize, usize) {
-        (self.slot.guard_lo + self.slot.guard, self.base)
+        (self.slot.guard_lo + self.slot.guard as usize, self.base)
     }
 
     /// Makes a TLS block at the top of the stack, as glibc does for a
@@ -189,7 +187,7 @@ impl FiberStack {
     /// at `from`; the stack then starts below it. Returns its thread
     /// pointer.
     pub(crate) fn carve_tls(&mut self, g: &crate::tls::Glibc, from: usize) -> io::Result<usize> {
-        debug_assert_eq!(self.tls, 0);
+        debug_assert_eq!(self.base, self.slot.top);
         let tp = crate::tls::block_pointer(g, self.slot.top);
         let lo = crate::tls::block_low(g, tp) & !15;
         let (stack_lo, _) = self.bounds();
@@ -200,7 +198,6 @@ impl FiberStack {
         // SAFETY: `[lo, top)` is the top of this stack's own memory, which
         // no fiber runs on yet; `from` is the caller's complete block.
         unsafe { g.init_block(tp, from)? };
-        self.tls = tp;
         self.base = lo;
         Ok(tp)
     }
@@ -212,7 +209,7 @@ impl FiberStack {
 
     /// The guard range `[lo, hi)`: a fault here is a stack overflow.
     pub fn guard_range(&self) -> (usize, usize) {
-        (self.slot.guard_lo, self.slot.guard_lo + self.slot.guard)
+        (self.slot.guard_lo, self.slot.guard_lo + self.slot.guard as usize)
     }
 
     /// Whether a guard page protects this stack (else only the canary).
@@ -223,7 +220,7 @@ impl FiberStack {
 
 impl Slot {
     fn size(&self) -> usize {
-        self.top - self.guard_lo - self.guard
+        self.top - self.guard_lo - self.guard as usize
     }
 }
 
@@ -246,14 +243,6 @@ unsafe impl Stack for FiberStack {
 
 impl Drop for FiberStack {
     fn drop(&mut self) {
-        if self.tls != 0 {
-            if let Ok(g) = crate::tls::glibc() {
-                // SAFETY: the block was made by carve_tls and belongs to
-                // this stack, whose fiber has finished or been abandoned:
-                // it is installed nowhere.
-                unsafe { g.release_block(self.tls) };
-            }
-        }
         let Some(pool) = self.pool else { return };
         // A stack dropped while the pool is busy (re-entered from a signal
         // handler) is leaked, which is harmless: regions are never unmapped.
@@ -325,7 +314,6 @@ impl StackPool {
         Ok(FiberStack {
             slot,
             pool: Some(self),
-            tls: 0,
             base: slot.top,
         })
     }
@@ -387,7 +375,7 @@ fn take(classes: &mut Vec<SizeClass>, size: usize) -> io::Result<Slot> {
     Ok(Slot {
         top: lo + slot,
         guard_lo: lo,
-        guard: page,
+        guard: page as u32,
         guarded,
     })
 }

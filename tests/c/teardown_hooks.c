@@ -12,8 +12,9 @@
  *   exit         main registers, in this order: atexit(last_handler),
  *                atexit(handler), a C++-style thread_local destructor
  *                (__cxa_thread_atexit_impl) and a pthread key with a value;
- *                a worker sets a key with a destructor and returns (the
- *                destructor runs at its exit);
+ *                a worker registers a thread_local destructor and a key
+ *                destructor of its own and returns (those run at its exit,
+ *                in that order);
  *                a second worker stays blocked in read() on a pipe; main
  *                calls exit(7). glibc then runs main's thread_local
  *                destructor, the atexit handlers (last_handler last: it also
@@ -25,7 +26,7 @@
  *                function.
  *
  * stdout (deterministic): one line per callback, in glibc's order, e.g.
- *   "worker key dtor: join=0 lock=0 unlock=0 usleep=0 write"
+ *   "worker tls dtor: join=0 lock=0 unlock=0 usleep=0 write"
  * alarm(20): a hang becomes a SIGALRM death.
  */
 #define _GNU_SOURCE
@@ -44,7 +45,7 @@ static int g_pipe[2];
 static int g_exit_mode;
 
 /* One ended, unjoined thread for each callback to join. */
-enum { J_MAIN_TLS, J_MAIN_KEY, J_HANDLER, J_LAST, J_DESTRUCTOR, J_WORKER_KEY, J_COUNT };
+enum { J_MAIN_TLS, J_MAIN_KEY, J_HANDLER, J_LAST, J_DESTRUCTOR, J_WORKER_TLS, J_WORKER_KEY, J_COUNT };
 static pthread_t g_ended[J_COUNT];
 
 static void line(const char *s)
@@ -98,6 +99,12 @@ static void main_key_dtor(void *p)
     hooked_calls("main key dtor", J_MAIN_KEY);
 }
 
+static void worker_tls_dtor(void *p)
+{
+    (void)p;
+    hooked_calls("worker tls dtor", J_WORKER_TLS);
+}
+
 static void worker_key_dtor(void *p)
 {
     (void)p;
@@ -129,6 +136,7 @@ static int g_tls_obj;
 static void *worker(void *arg)
 {
     (void)arg;
+    __cxa_thread_atexit_impl(worker_tls_dtor, &g_tls_obj, &__dso_handle);
     pthread_setspecific(g_worker_key, &g_tls_obj);
     return NULL;
 }
