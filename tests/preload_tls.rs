@@ -100,3 +100,21 @@ fn ended_threads_leave_nothing_behind() {
         r.describe()
     );
 }
+
+/// Two threads write records (fputs of 3000 bytes, fprintf of 1000) to one
+/// FILE on a pipe that a slow reader thread drains: a thread waiting for
+/// room holds the FILE's lock (its own, with TLS of its own), and the other
+/// must wait for it on the hub, not in the kernel (which would block the
+/// holder too). Every record arrives whole.
+#[test]
+fn two_threads_print_to_one_full_pipe() {
+    differential("stdio_fiber_locks", &["full_pipe"]);
+}
+
+/// A thread holds stdout with flockfile across a sleep: another thread's
+/// printf waits for its funlockfile (output in glibc's order), and
+/// ftrylockfile says busy meanwhile.
+#[test]
+fn flockfile_held_across_a_sleep_serialises_other_threads() {
+    differential("stdio_fiber_locks", &["flockfile"]);
+}

@@ -257,6 +257,24 @@ pub unsafe fn with_thread_pointer<R>(home: usize, f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// Whether the thread control block at `tp` (a holder's descriptor, as
+/// glibc's locks record it) belongs to the calling OS thread: its kernel
+/// thread id is the calling context's. Every context of one OS thread, its
+/// fibers' blocks included, records the same id.
+///
+/// # Safety
+/// `tp` is a live thread control block (glibc's or one made here).
+pub unsafe fn same_os_thread(tp: usize) -> bool {
+    match glibc() {
+        // SAFETY: the caller's contract; `g.tid` is the tid field's offset
+        // in every TCB, and the calling context's own is live.
+        Ok(g) => unsafe {
+            ((tp + g.tid) as *const i32).read_volatile() == ((arch::thread_pointer() + g.tid) as *const i32).read()
+        },
+        Err(_) => tp == arch::thread_pointer(),
+    }
+}
+
 /// An `extern "C"` symbol of the process, by name.
 fn sym(name: &str) -> Result<*mut c_void, String> {
     let c = std::ffi::CString::new(name).expect("no NUL in symbol names");
