@@ -148,16 +148,23 @@ pub(crate) struct Glibc {
     rseq_cpu_id: Option<usize>,
     /// `errno`, relative to the thread pointer (negative: below it).
     pub(crate) errno: isize,
-    /// libc's `tcache` and `thread_arena`, relative to the thread pointer;
-    /// None when another allocator provides `malloc`.
+    /// libc's `tcache` and `thread_arena`, relative to the thread pointer.
     malloc_words: MallocWords,
     /// `tls_state.strsignal_buf` and `strerror_l_buf`, if found.
     tls_state: Option<[usize; 2]>,
+    /// glibc's `__pthread_keys`: `{seq, destr}` for each of its 1024 keys.
+    pthread_keys: *const [usize; 2],
     allocate_tls: unsafe extern "C" fn(*mut c_void) -> *mut c_void,
     deallocate_tls: unsafe extern "C" fn(*mut c_void, bool),
     call_tls_dtors: unsafe extern "C" fn(),
     ctype_init: unsafe extern "C" fn(),
 }
+
+// SAFETY: the pointer names glibc's static key table, which lives as long
+// as the process and is only read here.
+unsafe impl Send for Glibc {}
+// SAFETY: as above.
+unsafe impl Sync for Glibc {}
 
 static GLIBC: OnceLock<Result<Glibc, String>> = OnceLock::new();
 
@@ -205,10 +212,13 @@ pub fn switch_mechanism() -> &'static str {
 }
 
 /// Runs the calling context's C++ `thread_local` and Rust `thread_local!`
-/// destructors now (glibc's `__call_tls_dtors`, what a thread's exit runs),
-/// if it is a fiber with TLS of its own; else does nothing (a fiber sharing
-/// its thread's TLS must not run the thread's destructors). Idempotent:
-/// destructors registered meanwhile run too, and a second call finds none.
+/// destructors now (glibc's `__call_tls_dtors`), then the destructors of
+/// the `pthread_key_create` keys it set through glibc (the block's own key
+/// slots; the interposer's emulated keys are its business), as a thread's
+/// exit runs them, if it is a fiber with TLS of its own; else does nothing
+/// (a fiber sharing its thread's TLS must not run the thread's
+/// destructors). Idempotent: destructors registered meanwhile run too, and
+/// a second call finds none.
 ///
 /// For a scheduler that ends a fiber early (`pthread_exit`): the fiber's
 /// own return runs them anyway.
@@ -220,7 +230,10 @@ pub unsafe fn run_destructors(own: bool) {
     if own {
         if let Ok(g) = glibc() {
             // SAFETY: the calling context's TLS is the fiber's own block.
-            unsafe { (g.call_tls_dtors)() }
+            unsafe {
+                (g.call_tls_dtors)();
+                g.run_key_destructors(arch::thread_pointer());
+            }
         }
     }
 }
@@ -374,6 +387,9 @@ unsafe fn discover() -> Result<Glibc, String> {
     let first_block = specific
         .checked_sub(32 * key_data)
         .ok_or("struct pthread is not as expected")?;
+    // SAFETY: as for the size above.
+    let key_struct = unsafe { *(sym("_thread_db_sizeof_pthread_key_struct")? as *const u32) } as usize;
+    let pthread_keys = sym("__pthread_keys")? as *const [usize; 2];
     let plausible = align.is_power_of_two()
         && align >= 16
         && tcb_size < static_size
@@ -382,6 +398,8 @@ unsafe fn discover() -> Result<Glibc, String> {
         && tid_bytes == 4
         && specific_bytes == 32 * 8
         && first_block > tid
+        && key_data == 16
+        && key_struct == 16
         && specific + specific_bytes <= tcb_size;
     if !plausible {
         return Err(format!(
@@ -429,13 +447,15 @@ unsafe fn discover() -> Result<Glibc, String> {
         specific_1stblock: first_block,
         rseq_cpu_id,
         errno,
-        malloc_words: None,
+        malloc_words: [0, 0],
         tls_state: None,
+        pthread_keys,
         allocate_tls,
         deallocate_tls,
         call_tls_dtors,
         ctype_init,
     };
+    glibc_malloc()?;
     // SAFETY: the caller's contract; `g` holds everything init_block needs
     // but the words the probe is about to find.
     let (malloc_words, tls_state) = unsafe { probe(&g, tp, libc_off, libc_len)? };
@@ -449,9 +469,36 @@ unsafe fn discover() -> Result<Glibc, String> {
     Err("written for x86-64 Linux with glibc only".into())
 }
 
-/// libc's `tcache` and `thread_arena` relative to the thread pointer, or
-/// None when `malloc` is not glibc's.
-type MallocWords = Option<[isize; 2]>;
+/// Whether `malloc` is glibc's. Another allocator (jemalloc, tcmalloc,
+/// mimalloc, linked in or preloaded) keeps its per-thread state in TLS and
+/// registers it globally (jemalloc lists every thread's): made per fiber, it
+/// would be set up inside greenhook's own bookkeeping, and left registered
+/// when a fiber's block is reused or the probe's scratch block unmapped
+/// (measured: jemalloc, tcmalloc and mimalloc programs crashed or hung).
+/// With shared TLS it sees one thread per OS thread, as before.
+fn glibc_malloc() -> Result<(), String> {
+    let m = sym("malloc")?;
+    let mut info: libc::Dl_info = unsafe_zeroed();
+    // SAFETY: dladdr only reads the loader's tables.
+    let found = unsafe { libc::dladdr(m, &mut info) } != 0 && !info.dli_fname.is_null();
+    let owner = found.then(|| {
+        // SAFETY: a NUL-terminated name from the loader.
+        unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }
+            .to_string_lossy()
+            .into_owned()
+    });
+    match owner {
+        Some(o) if o.rsplit('/').next().is_some_and(|b| b.starts_with("libc.so")) => Ok(()),
+        Some(o) => Err(format!(
+            "malloc is {}'s, not glibc's, and an allocator's per-thread state must stay per OS thread",
+            if o.is_empty() { "the program" } else { o.as_str() }
+        )),
+        None => Err("malloc's library not found".into()),
+    }
+}
+
+/// libc's `tcache` and `thread_arena` relative to the thread pointer.
+type MallocWords = [isize; 2];
 
 /// A scratch block's malloc and `strerror` words (see the module docs).
 ///
@@ -520,7 +567,7 @@ unsafe fn probe(
             // From here the scratch block uses the thread's cache and arena,
             // as every fiber's will; then see which TCB words strsignal and
             // strerror of unknown numbers allocate.
-            for off in words.iter().flatten() {
+            for off in words {
                 let (dst, src) = ((scratch as isize + off) as usize, (tp as isize + off) as usize);
                 (dst as *mut usize).write(word(src));
             }
@@ -564,9 +611,9 @@ unsafe fn probe(
 }
 
 /// From libc's TLS words before and after a `malloc(24)` + `free` on a
-/// fresh block: `[tcache, thread_arena]` relative to the thread pointer, or
-/// None when `malloc` is not glibc's (nothing changed); an error when the
-/// words are not as glibc 2.26+ lays them out.
+/// fresh block: `[tcache, thread_arena]` relative to the thread pointer; an
+/// error when `malloc` is not glibc's (nothing changed) or the words are not
+/// as glibc 2.26+ lays them out.
 fn identify_malloc_words(
     before: &[usize],
     after: &[usize],
@@ -576,22 +623,7 @@ fn identify_malloc_words(
 ) -> Result<MallocWords, String> {
     let changed: Vec<usize> = (0..after.len()).filter(|&i| after[i] != before[i]).collect();
     if changed.is_empty() {
-        let glibc_malloc = sym("malloc").is_ok_and(|m| {
-            let mut info: libc::Dl_info = unsafe_zeroed();
-            // SAFETY: dladdr only reads the loader's tables.
-            let found = unsafe { libc::dladdr(m, &mut info) } != 0 && !info.dli_fname.is_null();
-            // SAFETY: a NUL-terminated name from the loader.
-            found
-                && unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }
-                    .to_bytes()
-                    .windows(7)
-                    .any(|w| w == b"libc.so")
-        });
-        return if glibc_malloc {
-            Err("glibc's malloc left no trace in its TLS".into())
-        } else {
-            Ok(None)
-        };
+        return Err("glibc's malloc left no trace in its TLS".into());
     }
     // The tcache: `uint16_t counts[64]` then `entries[64]`; a freed 24-byte
     // chunk is the only one in bin 0.
@@ -617,7 +649,7 @@ fn identify_malloc_words(
     if !thread_has {
         return Err("the thread has no malloc cache to share".into());
     }
-    Ok(Some([off(tcache), off(arena)]))
+    Ok([off(tcache), off(arena)])
 }
 
 fn unsafe_zeroed<T>() -> T {
@@ -671,11 +703,9 @@ impl Glibc {
                 // RSEQ_CPU_ID_REGISTRATION_FAILED: sched_getcpu asks the kernel.
                 ((tp + off) as *mut i32).write(-2);
             }
-            if let Some(words) = self.malloc_words {
-                for off in words {
-                    let (dst, src) = ((tp as isize + off) as usize, (from as isize + off) as usize);
-                    (dst as *mut usize).write(word(src));
-                }
+            for off in self.malloc_words {
+                let (dst, src) = ((tp as isize + off) as usize, (from as isize + off) as usize);
+                (dst as *mut usize).write(word(src));
             }
         }
         Ok(())
@@ -695,6 +725,61 @@ impl Glibc {
                 }
             }
             (self.deallocate_tls)(tp as *mut c_void, false);
+        }
+    }
+
+    /// glibc's `__nptl_deallocate_tsd` for the block at `tp` (which is not
+    /// exported): each key slot set through glibc whose key still exists
+    /// with the same sequence number gets its destructor, for up to
+    /// `PTHREAD_DESTRUCTOR_ITERATIONS` (4) rounds while destructors set
+    /// new values; then the second-level slot blocks are freed.
+    ///
+    /// # Safety
+    /// `tp` is the calling context's block, a fiber's own.
+    unsafe fn run_key_destructors(&self, tp: usize) {
+        /// Key slots per second-level block, and blocks.
+        const PER_BLOCK: usize = 32;
+        for _round in 0..4 {
+            let mut ran = false;
+            for block in 0..PER_BLOCK {
+                // SAFETY: `specific[block]` of a complete block.
+                let level2 = unsafe { word(tp + self.specific + 8 * block) } as *mut [usize; 2];
+                if level2.is_null() {
+                    continue;
+                }
+                for inner in 0..PER_BLOCK {
+                    // SAFETY: a slot block glibc allocated (or the inline
+                    // first one), 32 `{seq, data}` entries; keys index
+                    // glibc's 1024-entry table.
+                    unsafe {
+                        let slot = &mut *level2.add(inner);
+                        if slot[1] == 0 {
+                            continue;
+                        }
+                        let data = std::mem::replace(&mut slot[1], 0);
+                        let [seq, destr] = *self.pthread_keys.add(block * PER_BLOCK + inner);
+                        if slot[0] == seq && destr != 0 {
+                            let destr: unsafe extern "C" fn(*mut c_void) = std::mem::transmute(destr);
+                            destr(data as *mut c_void);
+                            ran = true;
+                        }
+                    }
+                }
+            }
+            if !ran {
+                break;
+            }
+        }
+        for block in 1..PER_BLOCK {
+            let at = tp + self.specific + 8 * block;
+            // SAFETY: as above; glibc allocated these blocks with calloc.
+            unsafe {
+                let p = word(at);
+                if p != 0 {
+                    libc::free(p as *mut c_void);
+                    (at as *mut usize).write(0);
+                }
+            }
         }
     }
 

@@ -20,10 +20,10 @@
  *                destructor, the atexit handlers (last_handler last: it also
  *                calls __libc_freeres() before its hooked calls), and, from
  *                _dl_fini, this program's destructor function. Exit status 7.
- *   pthread_exit main's key destructor and thread_local destructor run at its
- *                pthread_exit; the last worker's end then exits the process
- *                (status 0) through the atexit handlers and the destructor
- *                function.
+ *   pthread_exit with every other thread ended, main calls pthread_exit: its
+ *                key destructor runs, then (main being the last thread) the
+ *                process exits with status 0 through main's thread_local
+ *                destructor, the atexit handlers and the destructor function.
  *
  * stdout (deterministic): one line per callback, in glibc's order, e.g.
  *   "worker tls dtor: join=0 lock=0 unlock=0 usleep=0 write"
@@ -186,8 +186,10 @@ int main(int argc, char **argv)
         line("main: exit(7)\n");
         exit(7);
     }
-    /* The process ends when this last thread does. */
-    pthread_detach(spawn(ends_at_once, NULL));
+    /* Every other thread has ended: main is the last, so glibc's
+     * pthread_exit in main ends the process with exit(0), which runs main's
+     * thread_local destructors too (with another thread still running, the
+     * last one's exit would, and main's would never run). */
     line("main: pthread_exit\n");
     pthread_exit(NULL);
 }
