@@ -152,8 +152,13 @@ impl Fiber {
     where
         F: FnOnce(Suspender<'_>) + 'static,
     {
-        let stack = pool.take(stack_size.unwrap_or_else(default_stack_size))?;
-        Self::on_stack(pool, name, stack, tls, f)
+        let size = stack_size.unwrap_or_else(default_stack_size);
+        if tls == Tls::Own && tls::enabled() {
+            let g = tls::glibc().map_err(|_| io::Error::from_raw_os_error(libc::ENOSYS))?;
+            let (stack, tp) = pool.take_tls(g, size, tls::arch::thread_pointer())?;
+            return Ok(Self::make(pool, name, stack, tp, f));
+        }
+        Self::on_stack(pool, name, pool.take(size)?, Tls::Shared, f)
     }
 
     /// Creates a fiber that will run `f` on `stack` (pooled, or caller-provided
@@ -168,10 +173,6 @@ impl Fiber {
     where
         F: FnOnce(Suspender<'_>) + 'static,
     {
-        overflow::ensure_installed();
-        // The whole range, TLS block included, as glibc reports a thread's
-        // stack (its descriptor and TLS are carved from the top of it).
-        let (_, top) = stack.bounds();
         let tp = match tls {
             Tls::Own if tls::enabled() => {
                 let g = tls::glibc().map_err(|_| io::Error::from_raw_os_error(libc::ENOSYS))?;
@@ -179,6 +180,18 @@ impl Fiber {
             }
             _ => 0,
         };
+        Ok(Self::make(pool, name, stack, tp, f))
+    }
+
+    /// The fiber on `stack`, whose TLS block (if `tp` is not 0) is made.
+    fn make<F>(pool: &'static StackPool, name: Option<Box<str>>, stack: FiberStack, tp: usize, f: F) -> Fiber
+    where
+        F: FnOnce(Suspender<'_>) + 'static,
+    {
+        overflow::ensure_installed();
+        // The whole range, TLS block included, as glibc reports a thread's
+        // stack (its descriptor and TLS are carved from the top of it).
+        let top = stack.slot_top();
         let own = tp != 0;
         let guard = stack.guard_range();
         let guarded = stack.is_guarded();
@@ -196,7 +209,7 @@ impl Fiber {
             // SAFETY: we run on this fiber's stack; `own` is its TLS.
             unsafe { tls::run_destructors(own) };
         });
-        Ok(Fiber {
+        Fiber {
             co: UnsafeCell::new(co),
             yielder: Cell::new(std::ptr::null()),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -208,7 +221,7 @@ impl Fiber {
             top,
             tp,
             pool,
-        })
+        }
     }
 
     /// Runs the fiber until it suspends (returns `false`) or finishes
@@ -404,15 +417,8 @@ impl Drop for Fiber {
             // is leaked, deliberately.
             unsafe { co.force_reset() };
         }
-        if self.tp != 0 {
-            if let Ok(g) = tls::glibc() {
-                // SAFETY: the block is the fiber's, made by carve_tls; the
-                // fiber has finished or been abandoned, so it is installed
-                // nowhere. (Its stack goes back to the pool after this, when
-                // the coroutine is dropped.)
-                unsafe { g.release_block(self.tp) };
-            }
-        }
+        // The TLS block goes with the stack (FiberStack's drop), when the
+        // coroutine is dropped after this.
     }
 }
 

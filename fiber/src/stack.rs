@@ -187,19 +187,32 @@ impl FiberStack {
     /// at `from`; the stack then starts below it. Returns its thread
     /// pointer.
     pub(crate) fn carve_tls(&mut self, g: &crate::tls::Glibc, from: usize) -> io::Result<usize> {
+        self.carve_tls_with(g, from, 0)
+    }
+
+    /// [`FiberStack::carve_tls`] reusing `dtv` (see [`crate::tls::Glibc::init_block`]).
+    fn carve_tls_with(&mut self, g: &crate::tls::Glibc, from: usize, dtv: usize) -> io::Result<usize> {
         debug_assert_eq!(self.base, self.slot.top);
         let tp = crate::tls::block_pointer(g, self.slot.top);
         let lo = crate::tls::block_low(g, tp) & !15;
         let (stack_lo, _) = self.bounds();
         if lo < stack_lo + MIN_STACK_SIZE / 2 {
             // Less than 8 KiB of stack would be left (glibc would refuse too).
+            // SAFETY: the DTV is ours to free (the caller's contract).
+            unsafe { g.free_dtv(dtv) };
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
         // SAFETY: `[lo, top)` is the top of this stack's own memory, which
-        // no fiber runs on yet; `from` is the caller's complete block.
-        unsafe { g.init_block(tp, from)? };
+        // no fiber runs on yet; `from` is the caller's complete block; the
+        // DTV, if any, was this slot's and nothing else uses it.
+        unsafe { g.init_block(tp, from, dtv)? };
         self.base = lo;
         Ok(tp)
+    }
+
+    /// The top of the stack's memory (above its TLS block, if it has one).
+    pub(crate) fn slot_top(&self) -> usize {
+        self.slot.top
     }
 
     /// Usable bytes (excluding the guard page).
@@ -243,18 +256,37 @@ unsafe impl Stack for FiberStack {
 
 impl Drop for FiberStack {
     fn drop(&mut self) {
-        let Some(pool) = self.pool else { return };
-        // A stack dropped while the pool is busy (re-entered from a signal
-        // handler) is leaked, which is harmless: regions are never unmapped.
-        if let Ok(mut classes) = pool.classes.try_borrow_mut() {
-            give(&mut classes, self.slot);
+        // A TLS block carved from the top: its fiber has finished or been
+        // abandoned, so it is installed nowhere. Its DTV stays with the slot.
+        let mut dtv = 0;
+        if self.base != self.slot.top {
+            if let Ok(g) = crate::tls::glibc() {
+                // SAFETY: the block carve_tls made at this very place.
+                dtv = unsafe { g.release_block(crate::tls::block_pointer(g, self.slot.top)) };
+            }
+        }
+        let given = self.pool.is_some_and(|pool| {
+            // A stack dropped while the pool is busy (re-entered from a
+            // signal handler) is leaked, which is harmless: regions are
+            // never unmapped.
+            pool.classes
+                .try_borrow_mut()
+                .map(|mut classes| give(&mut classes, self.slot, dtv))
+                .is_ok()
+        });
+        if !given {
+            if let Ok(g) = crate::tls::glibc() {
+                // SAFETY: released above, used by nothing else.
+                unsafe { g.free_dtv(dtv) };
+            }
         }
     }
 }
 
 struct SizeClass {
     size: usize,
-    free: Vec<Slot>,
+    /// Free slots, each with the DTV its last TLS block kept (0: none).
+    free: Vec<(Slot, usize)>,
     /// The region being carved: next slot address and slots left.
     next: usize,
     left: usize,
@@ -306,16 +338,43 @@ impl StackPool {
     /// Takes a stack of `size` usable bytes (rounded up) from the pool,
     /// reserving a new region when it has none free.
     pub fn take(&'static self, size: usize) -> io::Result<FiberStack> {
+        let (stack, dtv) = self.take_slot(size)?;
+        if dtv != 0 {
+            if let Ok(g) = crate::tls::glibc() {
+                // SAFETY: the slot's kept DTV, which no block uses now.
+                unsafe { g.free_dtv(dtv) };
+            }
+        }
+        Ok(stack)
+    }
+
+    /// [`StackPool::take`] with a TLS block carved from the top of the
+    /// stack (see [`crate::tls`]), its header copied from the block at
+    /// `from`; returns the stack and the block's thread pointer. A slot
+    /// whose last fiber had a block of its own gives its DTV to the new one.
+    pub(crate) fn take_tls(
+        &'static self,
+        g: &crate::tls::Glibc,
+        size: usize,
+        from: usize,
+    ) -> io::Result<(FiberStack, usize)> {
+        let (mut stack, dtv) = self.take_slot(size)?;
+        let tp = stack.carve_tls_with(g, from, dtv)?;
+        Ok((stack, tp))
+    }
+
+    fn take_slot(&'static self, size: usize) -> io::Result<(FiberStack, usize)> {
         if !self.altstack.replace(true) {
             crate::overflow::install_altstack();
         }
         let size = round_size(size);
-        let slot = take(&mut self.classes.borrow_mut(), size)?;
-        Ok(FiberStack {
+        let (slot, dtv) = take(&mut self.classes.borrow_mut(), size)?;
+        let stack = FiberStack {
             slot,
             pool: Some(self),
             base: slot.top,
-        })
+        };
+        Ok((stack, dtv))
     }
 }
 
@@ -335,10 +394,10 @@ fn class(classes: &mut Vec<SizeClass>, size: usize) -> &mut SizeClass {
     &mut classes[i]
 }
 
-fn take(classes: &mut Vec<SizeClass>, size: usize) -> io::Result<Slot> {
+fn take(classes: &mut Vec<SizeClass>, size: usize) -> io::Result<(Slot, usize)> {
     let class = class(classes, size);
-    if let Some(slot) = class.free.pop() {
-        return Ok(slot);
+    if let Some(free) = class.free.pop() {
+        return Ok(free);
     }
     let page = page_size();
     let slot = size + page;
@@ -372,16 +431,19 @@ fn take(classes: &mut Vec<SizeClass>, size: usize) -> io::Result<Slot> {
         // just carved; nothing else refers to it.
         unsafe { ((lo + page) as *mut u64).write_volatile(CANARY) };
     }
-    Ok(Slot {
-        top: lo + slot,
-        guard_lo: lo,
-        guard: page as u32,
-        guarded,
-    })
+    Ok((
+        Slot {
+            top: lo + slot,
+            guard_lo: lo,
+            guard: page as u32,
+            guarded,
+        },
+        0,
+    ))
 }
 
-fn give(classes: &mut Vec<SizeClass>, s: Slot) {
-    class(classes, s.size()).free.push(s);
+fn give(classes: &mut Vec<SizeClass>, s: Slot, dtv: usize) {
+    class(classes, s.size()).free.push((s, dtv));
 }
 
 /// Installs a guard page at `lo`; returns whether one is now in place.

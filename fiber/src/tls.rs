@@ -148,13 +148,17 @@ pub(crate) struct Glibc {
     rseq_cpu_id: Option<usize>,
     /// `errno`, relative to the thread pointer (negative: below it).
     pub(crate) errno: isize,
-    /// libc's `tcache` and `thread_arena`, relative to the thread pointer.
-    malloc_words: MallocWords,
+    /// libc's `tcache` and `thread_arena`, relative to the thread pointer
+    /// (None only while the probe looks for them).
+    malloc_words: Option<MallocWords>,
     /// `tls_state.strsignal_buf` and `strerror_l_buf`, if found.
     tls_state: Option<[usize; 2]>,
+    /// `specific_used` (a bool), if found: whether a key slot may be set.
+    specific_used: Option<usize>,
     /// glibc's `__pthread_keys`: `{seq, destr}` for each of its 1024 keys.
     pthread_keys: *const [usize; 2],
     allocate_tls: unsafe extern "C" fn(*mut c_void) -> *mut c_void,
+    allocate_tls_init: unsafe extern "C" fn(*mut c_void, bool) -> *mut c_void,
     deallocate_tls: unsafe extern "C" fn(*mut c_void, bool),
     call_tls_dtors: unsafe extern "C" fn(),
     ctype_init: unsafe extern "C" fn(),
@@ -360,6 +364,7 @@ unsafe fn discover() -> Result<Glibc, String> {
     type GetStaticInfo = unsafe extern "C" fn(*mut usize, *mut usize);
     type AllocateTls = unsafe extern "C" fn(*mut c_void) -> *mut c_void;
     type DeallocateTls = unsafe extern "C" fn(*mut c_void, bool);
+    type AllocateTlsInit = unsafe extern "C" fn(*mut c_void, bool) -> *mut c_void;
     type NoArgs = unsafe extern "C" fn();
     // SAFETY: each symbol transmuted here is glibc's function of exactly
     // this signature (ld.so's GLIBC_PRIVATE interface that pthread_create
@@ -367,6 +372,9 @@ unsafe fn discover() -> Result<Glibc, String> {
     let get_static_info = unsafe { std::mem::transmute::<*mut c_void, GetStaticInfo>(sym("_dl_get_tls_static_info")?) };
     // SAFETY: as above.
     let allocate_tls = unsafe { std::mem::transmute::<*mut c_void, AllocateTls>(sym("_dl_allocate_tls")?) };
+    // SAFETY: as above (2.36: `void *_dl_allocate_tls_init (void *, bool)`).
+    let allocate_tls_init =
+        unsafe { std::mem::transmute::<*mut c_void, AllocateTlsInit>(sym("_dl_allocate_tls_init")?) };
     // SAFETY: as above.
     let deallocate_tls = unsafe { std::mem::transmute::<*mut c_void, DeallocateTls>(sym("_dl_deallocate_tls")?) };
     // SAFETY: as above.
@@ -447,10 +455,12 @@ unsafe fn discover() -> Result<Glibc, String> {
         specific_1stblock: first_block,
         rseq_cpu_id,
         errno,
-        malloc_words: [0, 0],
+        malloc_words: None,
         tls_state: None,
+        specific_used: None,
         pthread_keys,
         allocate_tls,
+        allocate_tls_init,
         deallocate_tls,
         call_tls_dtors,
         ctype_init,
@@ -458,9 +468,10 @@ unsafe fn discover() -> Result<Glibc, String> {
     glibc_malloc()?;
     // SAFETY: the caller's contract; `g` holds everything init_block needs
     // but the words the probe is about to find.
-    let (malloc_words, tls_state) = unsafe { probe(&g, tp, libc_off, libc_len)? };
-    g.malloc_words = malloc_words;
-    g.tls_state = tls_state;
+    let probed = unsafe { probe(&g, tp, libc_off, libc_len)? };
+    g.malloc_words = Some(probed.malloc_words);
+    g.tls_state = probed.tls_state;
+    g.specific_used = probed.specific_used;
     Ok(g)
 }
 
@@ -505,15 +516,34 @@ type MallocWords = [isize; 2];
 /// # Safety
 /// As for [`discover`]; `tp` is the caller's thread pointer.
 #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
-unsafe fn probe(
-    g: &Glibc,
-    tp: usize,
-    libc_off: isize,
-    libc_len: usize,
-) -> Result<(MallocWords, Option<[usize; 2]>), String> {
+unsafe fn probe(g: &Glibc, tp: usize, libc_off: isize, libc_len: usize) -> Result<Probed, String> {
     extern "C" {
         fn strsignal(sig: libc::c_int) -> *mut libc::c_char;
     }
+    type KeyCreate = unsafe extern "C" fn(*mut libc::pthread_key_t, Option<unsafe extern "C" fn(*mut c_void)>) -> i32;
+    type SetSpecific = unsafe extern "C" fn(libc::pthread_key_t, *const c_void) -> i32;
+    type KeyDelete = unsafe extern "C" fn(libc::pthread_key_t) -> i32;
+    let next = |name: &std::ffi::CStr| {
+        // SAFETY: dlsym only reads the loader's tables.
+        let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+        (!p.is_null()).then_some(p)
+    };
+    // glibc's own key functions (the interposer may hook these names).
+    let keys = match (
+        next(c"pthread_key_create"),
+        next(c"pthread_setspecific"),
+        next(c"pthread_key_delete"),
+    ) {
+        // SAFETY: glibc's functions of exactly these signatures.
+        (Some(c), Some(s), Some(d)) => unsafe {
+            Some((
+                std::mem::transmute::<*mut c_void, KeyCreate>(c),
+                std::mem::transmute::<*mut c_void, SetSpecific>(s),
+                std::mem::transmute::<*mut c_void, KeyDelete>(d),
+            ))
+        },
+        _ => None,
+    };
     let len = g.static_size + g.align;
     // SAFETY: a fresh private mapping, ours alone.
     let mem = unsafe {
@@ -532,7 +562,7 @@ unsafe fn probe(
     let scratch = block_pointer(g, mem as usize + len);
     // SAFETY: `scratch` has static_size bytes around it (block_pointer),
     // all ours; `tp` is a complete block to copy the header from.
-    if let Err(e) = unsafe { g.init_block(scratch, tp) } {
+    if let Err(e) = unsafe { g.init_block(scratch, tp, 0) } {
         // SAFETY: our mapping, unused.
         unsafe { libc::munmap(mem, len) };
         return Err(format!("_dl_allocate_tls failed: {e}"));
@@ -556,12 +586,13 @@ unsafe fn probe(
     // SAFETY: the scratch block is complete; only the calls below run on
     // it (signals are blocked), and the thread's own block is reinstalled
     // right after them.
-    let (malloc_words, tcb_before, tcb_after) = unsafe {
+    let (malloc_words, tcb_before, tcb_after, used) = unsafe {
         arch::set_thread_pointer(scratch);
-        let chunk = libc::malloc(24);
-        libc::free(chunk);
+        // The first malloc on a fresh block makes its cache and attaches
+        // it to an arena: the two libc words that change.
+        libc::free(libc::malloc(24));
         let after = snapshot(scratch);
-        let mw = identify_malloc_words(&before, &after, chunk as usize, libc_off, tp);
+        let mw = identify_malloc_words(&before, &after, libc_off, tp);
         let (mut tcb_before, mut tcb_after) = (Vec::new(), Vec::new());
         if let Ok(words) = &mw {
             // From here the scratch block uses the thread's cache and arena,
@@ -576,6 +607,28 @@ unsafe fn probe(
             libc::strerror(12345);
             tcb_after = tcb_words(scratch);
         }
+        // The byte glibc's pthread_setspecific sets besides the key's slot:
+        // `specific_used`, which tells a thread's exit whether any key
+        // slot may hold a value.
+        let mut used = None;
+        if let Some((create, set, delete)) = keys {
+            let mut k: libc::pthread_key_t = 0;
+            if create(&mut k, None) == 0 {
+                let bytes = |t: usize| std::slice::from_raw_parts(t as *const u8, g.tcb_size).to_vec();
+                let before = bytes(scratch);
+                set(k, std::ptr::dangling::<c_void>());
+                let after = bytes(scratch);
+                set(k, std::ptr::null());
+                delete(k);
+                let slot = g.specific_1stblock + 16 * k as usize..g.specific_1stblock + 16 * (k as usize + 1);
+                let changed: Vec<usize> = (0..g.tcb_size)
+                    .filter(|&i| before[i] != after[i] && !slot.contains(&i))
+                    .collect();
+                if let [b] = changed[..] {
+                    used = (after[b] == 1).then_some(b);
+                }
+            }
+        }
         arch::set_thread_pointer(tp);
         libc::syscall(
             libc::SYS_rt_sigprocmask,
@@ -584,7 +637,7 @@ unsafe fn probe(
             std::ptr::null_mut::<u64>(),
             8,
         );
-        (mw, tcb_before, tcb_after)
+        (mw, tcb_before, tcb_after, used)
     };
     let tls_state = {
         let changed: Vec<usize> = (0..tcb_after.len())
@@ -607,17 +660,35 @@ unsafe fn probe(
         (g.deallocate_tls)(scratch as *mut c_void, false);
         libc::munmap(mem, len);
     }
-    Ok((malloc_words?, tls_state))
+    Ok(Probed {
+        malloc_words: malloc_words?,
+        tls_state,
+        specific_used: used,
+    })
+}
+
+/// What [`probe`] found on a scratch block.
+struct Probed {
+    malloc_words: MallocWords,
+    tls_state: Option<[usize; 2]>,
+    specific_used: Option<usize>,
 }
 
 /// From libc's TLS words before and after a `malloc(24)` + `free` on a
 /// fresh block: `[tcache, thread_arena]` relative to the thread pointer; an
-/// error when `malloc` is not glibc's (nothing changed) or the words are not
-/// as glibc 2.26+ lays them out.
-fn identify_malloc_words(
+/// error when the words are not as glibc 2.26+ lays them out.
+///
+/// Of the two words that changed, the tcache is the one whose cache holds
+/// a chunk just freed. That takes a size whose bin has room: a malloc
+/// served from a reused arena's fastbin or smallbin moves the other chunks
+/// of that size into the cache, up to its 7, and a free then goes to the
+/// arena instead. So a few sizes are tried, each a bin of its own.
+///
+/// # Safety
+/// Runs on the fresh block, as the `malloc` before it did.
+unsafe fn identify_malloc_words(
     before: &[usize],
     after: &[usize],
-    chunk: usize,
     libc_off: isize,
     tp: usize,
 ) -> Result<MallocWords, String> {
@@ -625,21 +696,33 @@ fn identify_malloc_words(
     if changed.is_empty() {
         return Err("glibc's malloc left no trace in its TLS".into());
     }
-    // The tcache: `uint16_t counts[64]` then `entries[64]`; a freed 24-byte
-    // chunk is the only one in bin 0.
-    let is_tcache = |w: usize| {
-        w != 0
-            // SAFETY: a word that malloc just set, pointing at its cache.
-            && unsafe { (w as *const u16).read() == 1 && word(w + 128) == chunk }
-    };
     let [a, b] = changed[..] else {
         return Err(format!("{} libc TLS words changed in malloc, not 2", changed.len()));
     };
-    let (tcache, arena) = if is_tcache(after[a]) {
-        (a, b)
-    } else if is_tcache(after[b]) {
-        (b, a)
-    } else {
+    // The cache: `uint16_t counts[64]` then `entries[64]`, bins 16 bytes
+    // apart from the 32-byte minimum chunk; `entries[bin]` is the last chunk
+    // freed into it.
+    let holds = |w: usize, bin: usize, chunk: usize| {
+        w != 0
+            // SAFETY: a word that malloc just set, pointing at its cache.
+            && unsafe { (w as *const u16).add(bin).read() >= 1 && word(w + 128 + 8 * bin) == chunk }
+    };
+    let mut found = None;
+    for size in [24usize, 280, 520, 1000] {
+        let bin = ((size + 8 + 15) & !15).max(32) / 16 - 2;
+        // SAFETY: a plain allocation, freed at once (the caller's contract
+        // for the block it runs on).
+        let chunk = unsafe { libc::malloc(size) };
+        // SAFETY: as above.
+        unsafe { libc::free(chunk) };
+        found = [(a, b), (b, a)]
+            .into_iter()
+            .find(|&(t, _)| holds(after[t], bin, chunk as usize));
+        if found.is_some() {
+            break;
+        }
+    }
+    let Some((tcache, arena)) = found else {
         return Err("glibc's malloc tcache not found".into());
     };
     let off = |i: usize| libc_off + 8 * i as isize;
@@ -670,26 +753,33 @@ pub(crate) fn block_low(g: &Glibc, tp: usize) -> usize {
 
 impl Glibc {
     /// Makes the block at `tp` (see the module docs), copying the header
-    /// and the malloc words from the block at `from`.
+    /// and the malloc words from the block at `from`; with `dtv` (one a
+    /// block of this slot had, kept by [`Glibc::release_block`]) instead
+    /// of a new one.
     ///
     /// # Safety
     /// `[block_low(tp), tp + tcb_size)` is writable memory owned by the
-    /// caller and not an installed block; `from` is a complete block.
-    pub(crate) unsafe fn init_block(&self, tp: usize, from: usize) -> std::io::Result<()> {
+    /// caller and not an installed block; `from` is a complete block; a
+    /// non-zero `dtv` is one `release_block` kept, used by no other block.
+    pub(crate) unsafe fn init_block(&self, tp: usize, from: usize, dtv: usize) -> std::io::Result<()> {
         // SAFETY: the caller's contract covers every address written.
         unsafe {
             std::ptr::write_bytes(tp as *mut u8, 0, self.tcb_size);
             std::ptr::copy_nonoverlapping(from as *const u8, tp as *mut u8, self.header_size);
             let w = |off: usize, v: usize| ((tp + off) as *mut usize).write(v);
             w(0, tp); // tcb
-            w(8, 0); // dtv: _dl_allocate_tls installs one
+            w(8, dtv); // dtv: kept, or 0 for _dl_allocate_tls to install one
             w(16, tp); // self
                        // multiple_threads: glibc's single-thread shortcuts (no atomic
                        // lock prefix) must never apply, since a fiber's real
                        // pthread_create would mark only its own block.
             ((tp + 24) as *mut i32).write(1);
             ((tp + 28) as *mut i32).write(0); // gscope_flag
-            if (self.allocate_tls)(tp as *mut c_void).is_null() {
+            if dtv != 0 {
+                // Resizes the kept DTV if modules were loaded meanwhile,
+                // marks every entry unallocated, copies the static images.
+                (self.allocate_tls_init)(tp as *mut c_void, true);
+            } else if (self.allocate_tls)(tp as *mut c_void).is_null() {
                 return Err(std::io::Error::from_raw_os_error(libc::ENOMEM));
             }
             w(self.list, tp + self.list);
@@ -703,7 +793,7 @@ impl Glibc {
                 // RSEQ_CPU_ID_REGISTRATION_FAILED: sched_getcpu asks the kernel.
                 ((tp + off) as *mut i32).write(-2);
             }
-            for off in self.malloc_words {
+            for off in self.malloc_words.into_iter().flatten() {
                 let (dst, src) = ((tp as isize + off) as usize, (from as isize + off) as usize);
                 (dst as *mut usize).write(word(src));
             }
@@ -711,20 +801,52 @@ impl Glibc {
         Ok(())
     }
 
-    /// Frees what a block holds besides its memory: its DTV, the dynamic
-    /// TLS of `dlopen`ed modules, glibc's `strsignal`/`strerror` buffers.
+    /// Frees what a block holds besides its memory and its DTV: the
+    /// dynamic TLS of `dlopen`ed modules (what `_dl_deallocate_tls` frees
+    /// but the DTV itself, whose entries are left unallocated) and glibc's
+    /// `strsignal`/`strerror` buffers. Returns the DTV, for the next block
+    /// of the same memory ([`Glibc::init_block`]) or [`Glibc::free_dtv`]:
+    /// a spawn on a pooled stack then allocates nothing for its TLS.
     ///
     /// # Safety
-    /// `tp` is a complete block, not installed, never used again.
-    pub(crate) unsafe fn release_block(&self, tp: usize) {
-        // SAFETY: the caller's contract.
+    /// `tp` is a complete block, not installed, never used again as one.
+    pub(crate) unsafe fn release_block(&self, tp: usize) -> usize {
+        /// glibc's `TLS_DTV_UNALLOCATED`.
+        const UNALLOCATED: usize = usize::MAX;
+        // SAFETY: the caller's contract; the DTV is glibc's array of
+        // `{val, to_free}` entries, its length in entry -1 (dtv_t is 16
+        // bytes: `_thread_db_dtv_t_pointer_val` agrees).
         unsafe {
             if let Some(ts) = self.tls_state {
                 for off in ts {
                     libc::free(word(tp + off) as *mut c_void);
+                    ((tp + off) as *mut usize).write(0);
                 }
             }
-            (self.deallocate_tls)(tp as *mut c_void, false);
+            let dtv = word(tp + 8);
+            if dtv == 0 {
+                return 0;
+            }
+            let len = word(dtv - 16);
+            for i in 1..=len {
+                let entry = dtv + 16 * i;
+                libc::free(word(entry + 8) as *mut c_void);
+                (entry as *mut usize).write(UNALLOCATED);
+                ((entry + 8) as *mut usize).write(0);
+            }
+            dtv
+        }
+    }
+
+    /// Frees a DTV [`Glibc::release_block`] kept (as `_dl_deallocate_tls`
+    /// does: the array starts one entry before what the TCB points at).
+    ///
+    /// # Safety
+    /// `dtv` came from `release_block` and is used by no block.
+    pub(crate) unsafe fn free_dtv(&self, dtv: usize) {
+        if dtv != 0 {
+            // SAFETY: the caller's contract; glibc calloc'ed it.
+            unsafe { libc::free((dtv - 16) as *mut c_void) };
         }
     }
 
@@ -739,7 +861,17 @@ impl Glibc {
     unsafe fn run_key_destructors(&self, tp: usize) {
         /// Key slots per second-level block, and blocks.
         const PER_BLOCK: usize = 32;
+        let used = self.specific_used.map(|off| (tp + off) as *mut u8);
+        // SAFETY: the flag byte of a complete block.
+        if used.is_some_and(|u| unsafe { u.read() } == 0) {
+            return; // no key slot was ever set: the common case
+        }
         for _round in 0..4 {
+            if let Some(u) = used {
+                // SAFETY: as above; glibc's setspecific sets it again if a
+                // destructor stores a new value.
+                unsafe { u.write(0) };
+            }
             let mut ran = false;
             for block in 0..PER_BLOCK {
                 // SAFETY: `specific[block]` of a complete block.
@@ -766,7 +898,9 @@ impl Glibc {
                     }
                 }
             }
-            if !ran {
+            // SAFETY: as above.
+            let again = used.map_or(ran, |u| unsafe { u.read() } != 0);
+            if !again {
                 break;
             }
         }
@@ -796,5 +930,48 @@ impl Glibc {
     /// `errno` of the block at `tp`.
     pub(crate) fn errno_of(&self, tp: usize) -> *mut i32 {
         (tp as isize + self.errno) as *mut i32
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+mod tests {
+    use super::*;
+
+    /// On this platform everything is found, the optional words included,
+    /// and agrees with what glibc 2.36's layout says where it is known.
+    #[test]
+    fn glibc_is_understood() {
+        let g = glibc().expect("per-fiber TLS set up");
+        assert!(g.tcb_size > g.header_size && g.static_size > g.tcb_size);
+        assert!(g.tls_state.is_some(), "strerror/strsignal buffers not found");
+        assert!(g.specific_used.is_some(), "specific_used not found");
+        let [tcache, arena] = g.malloc_words.expect("malloc words");
+        assert!(tcache < 0 && arena < 0, "malloc words below the thread pointer");
+    }
+
+    /// A block made here looks like glibc's own: self pointers, the
+    /// canary and pointer guard of the creator, its own errno.
+    #[test]
+    fn a_block_is_a_thread_control_block() {
+        let g = glibc().unwrap();
+        let pool = crate::StackPool::leak();
+        let f = crate::Fiber::new(pool, None, None, crate::Tls::Own, |_| {
+            crate::errno::set(5);
+        })
+        .unwrap();
+        let tp = f.thread_pointer();
+        assert_ne!(tp, 0);
+        let me = arch::thread_pointer();
+        // SAFETY: both are complete blocks.
+        unsafe {
+            assert_eq!(word(tp), tp);
+            assert_eq!(word(tp + 16), tp);
+            assert_eq!(word(tp + 0x28), word(me + 0x28), "stack guard");
+            assert_eq!(word(tp + 0x30), word(me + 0x30), "pointer guard");
+            assert!(same_os_thread(tp));
+        }
+        assert!(f.resume());
+        assert_eq!(f.saved_errno(), 5);
+        assert_ne!(g.errno_of(tp), crate::errno::location());
     }
 }
