@@ -155,7 +155,9 @@ pub(crate) struct Hub {
 /// What the hub keeps per OS thread, behind one thread-local: in a shared
 /// library every thread-local access is a `__tls_get_addr` call, and a hook
 /// that asks several of these questions (is this machinery? which task
-/// runs?) then pays for one.
+/// runs?) then pays for one. It has no destructor, so it can be read at any
+/// moment of the thread's life. A fiber with TLS of its own has a copy,
+/// seeded from the thread's when it starts ([`Local::seed`]).
 pub(crate) struct Local {
     /// This thread's hub, null until first used.
     pub(crate) hub: Cell<*const Hub>,
