@@ -8,23 +8,32 @@
 //!    runs again) against a raw `corosensei::Coroutine` resume + suspend round
 //!    trip on a 1 MiB mmap'd stack with a guard page (the layout of
 //!    corosensei's `DefaultStack`; that type itself is behind corosensei's
-//!    `default-stack` feature, which this workspace leaves off). Target ≤ 4×.
+//!    `default-stack` feature, which this workspace leaves off). Two rows:
+//!    fibers sharing their thread's TLS (target ≤ 4×) and fibers with TLS of
+//!    their own, the default (a thread-pointer write each way; target ≤ 6×).
 //!    A note gives the same round trip once thread CPU clocks are counted.
 //! 2. **Spawn + join** of one fiber on a pooled stack (the pool is warmed up
-//!    first) against `std::thread::spawn` + `join`. Target: fibers ≥ 300×
-//!    faster. A note under the table gives the fiber crate's part alone:
-//!    `Fiber::new` on a pooled stack plus its drop, never run.
+//!    first), with TLS of its own (the default), against `std::thread::spawn`
+//!    and `join`. Target: fibers ≥ 300× faster. Notes under the table give the
+//!    same with shared TLS, and the fiber crate's part alone: `Fiber::new` on
+//!    a pooled stack plus its drop, never run.
 //! 3. **Blocking handoff**: a 4-byte ping-pong over a Unix socketpair between
 //!    two fibers (non-blocking fds, `greenhook::io::wait_readable` on
 //!    `EAGAIN`) against two OS threads on blocking fds. No target.
 //! 4. **RSS per idle fiber** (fibers asleep in `greenhook::sleep`, `VmRSS`
 //!    delta / N) against RSS per idle OS thread (parked on a barrier, default
-//!    std stack). Target ≤ 4.5 KiB per fiber. `VmRSS` counts user pages only:
-//!    a thread's kernel stack and task struct are not in it.
-//! 5. **Max live fibers**: a million sleeping fibers alive at once, with the
-//!    mapping count and RSS, against the OS-thread ceiling that
-//!    `vm.max_map_count` implies (two mappings per thread stack). Threads are
-//!    not actually exhausted here.
+//!    std stack), for fibers sharing their thread's TLS (target ≤ 4.5 KiB)
+//!    and with TLS of their own (target ≤ 8 KiB). `VmRSS` counts user pages
+//!    only: a thread's kernel stack and task struct are not in it.
+//! 5. **Max live fibers**: a million sleeping fibers with TLS of their own
+//!    alive at once, with the mapping count and RSS, against the OS-thread
+//!    ceiling that `vm.max_map_count` implies (two mappings per thread
+//!    stack). Threads are not actually exhausted here.
+//! 6. **Thread churn**: `tests/c/thread_churn.c` under the preload creates
+//!    and ends 1,000,000 pthreads (fibers with TLS of their own), 300 alive
+//!    at a time, each using what a thread's exit must clean up; its RSS
+//!    after 100k and after 1M threads must be the same (no leak per ended
+//!    fiber).
 //!
 //! Timing rows are medians of several repetitions, ours and the baseline's
 //! interleaved so that machine noise hits both alike; the spread is printed
@@ -51,6 +60,17 @@ use std::time::{Duration, Instant};
 use corosensei::stack::{Stack, StackPointer};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
+#[path = "../tests/util/mod.rs"]
+mod util;
+
+/// Spawns a fiber with TLS of its own, or sharing its thread's.
+fn spawn_tls<T: 'static>(shared: bool, f: impl FnOnce() -> T + 'static) -> greenhook::JoinHandle<T> {
+    greenhook::Builder::new()
+        .shared_tls(shared)
+        .spawn(f)
+        .expect("spawn a fiber")
+}
+
 /// How big each measurement is; `GREENHOOK_BENCH_QUICK=1` shrinks everything.
 struct Sizes {
     /// Repetitions of each timing row (the median is reported).
@@ -73,6 +93,8 @@ struct Sizes {
     idle_threads: usize,
     /// Fibers kept alive at once for the max-live row.
     max_fibers: usize,
+    /// Threads created and ended by the churn row.
+    churn: usize,
 }
 
 impl Sizes {
@@ -89,6 +111,7 @@ impl Sizes {
                 idle_fibers: 10_000,
                 idle_threads: 200,
                 max_fibers: 100_000,
+                churn: 100_000,
             }
         } else {
             Sizes {
@@ -102,6 +125,7 @@ impl Sizes {
                 idle_fibers: 100_000,
                 idle_threads: 2_000,
                 max_fibers: 1_000_000,
+                churn: 1_000_000,
             }
         }
     }
@@ -217,12 +241,15 @@ fn main() {
     let sz = Sizes::new(quick);
     print_machine(quick);
 
-    let benches: [(&str, Bench); 5] = [
+    let benches: [(&str, Bench); 8] = [
         ("yield round trip", bench_yield),
+        ("yield round trip, own TLS", bench_yield_tls),
         ("spawn + join", bench_spawn),
         ("socketpair ping-pong", bench_pingpong),
         ("idle RSS", bench_idle_rss),
+        ("idle RSS, own TLS", bench_idle_rss_tls),
         ("max live fibers", bench_max_live),
+        ("thread churn", bench_churn),
     ];
     // `cargo bench` passes `--bench`; any other argument filters by name.
     let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
@@ -275,7 +302,7 @@ fn print_machine(quick: bool) {
 
 /// The guard mechanism, decided when the first stack is carved.
 fn fiber_guard_mode() -> &'static str {
-    drop(fiber::FiberStack::new(fiber::default_stack_size()));
+    drop(fiber::StackPool::leak().take(fiber::default_stack_size()));
     fiber::stack::guard_mode()
 }
 
@@ -404,14 +431,14 @@ unsafe impl Stack for MmapStack {
 }
 
 /// Nanoseconds per A→B→A round trip: two fibers yield to each other `n` times.
-fn fiber_yield_round_trip(n: u64) -> f64 {
+fn fiber_yield_round_trip(n: u64, shared: bool) -> f64 {
     let body = move || {
         for _ in 0..n {
             greenhook::yield_now();
         }
     };
-    let a = greenhook::spawn(body);
-    let b = greenhook::spawn(body);
+    let a = spawn_tls(shared, body);
+    let b = spawn_tls(shared, body);
     let t0 = Instant::now();
     a.join().unwrap();
     let el = t0.elapsed();
@@ -465,7 +492,7 @@ fn bench_yield(sz: &Sizes, notes: &mut Vec<String>) -> Row {
     let n = sz.yields;
     let s = Samples::interleaved(
         sz.reps,
-        || fiber_yield_round_trip(sz.yields),
+        || fiber_yield_round_trip(sz.yields, true),
         || coro_round_trip(sz.coro_trips),
     );
     let (ours, base) = s.medians();
@@ -491,12 +518,12 @@ fn bench_yield(sz: &Sizes, notes: &mut Vec<String>) -> Row {
         || {
             std::thread::spawn(move || {
                 hub::cpu_time(&hub::current());
-                fiber_yield_round_trip(n)
+                fiber_yield_round_trip(n, true)
             })
             .join()
             .unwrap()
         },
-        || fiber_yield_round_trip(n),
+        || fiber_yield_round_trip(n, true),
     );
     let (on, off) = c.medians();
     notes.push(format!(
@@ -506,7 +533,7 @@ fn bench_yield(sz: &Sizes, notes: &mut Vec<String>) -> Row {
     ));
     let ratio = ours / base;
     Row {
-        what: "1. yield round trip A→B→A (vs corosensei resume+suspend)".into(),
+        what: "1. yield round trip A→B→A, shared TLS (vs corosensei resume+suspend)".into(),
         ours: format!("{ours:.1} ns"),
         baseline: format!("{base:.1} ns"),
         ratio: format!("{ratio:.2}×"),
@@ -515,14 +542,84 @@ fn bench_yield(sz: &Sizes, notes: &mut Vec<String>) -> Row {
     }
 }
 
+/// Nanoseconds per pair of thread-pointer writes (what a round trip
+/// between fibers with TLS of their own adds).
+fn thread_pointer_pair(n: u64) -> f64 {
+    let (tp, _) = tls_probe();
+    let t0 = Instant::now();
+    for _ in 0..n {
+        // SAFETY: reinstalls the calling thread's own thread pointer.
+        unsafe { set_thread_pointer(black_box(tp)) };
+        // SAFETY: as above.
+        unsafe { set_thread_pointer(black_box(tp)) };
+    }
+    per_op(t0.elapsed(), n)
+}
+
+/// The calling thread's thread pointer, and whether `wrfsbase` is usable.
+fn tls_probe() -> (usize, bool) {
+    let tp: usize;
+    // SAFETY: fs:0 is the TCB's self pointer in every glibc thread.
+    unsafe { std::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly)) };
+    // SAFETY: getauxval has no preconditions.
+    (tp, unsafe { libc::getauxval(libc::AT_HWCAP2) } & 2 != 0)
+}
+
+/// Installs `tp` as the thread pointer the way the fiber crate does.
+///
+/// # Safety
+/// `tp` is the calling thread's own thread pointer.
+unsafe fn set_thread_pointer(tp: usize) {
+    if tls_probe().1 {
+        // SAFETY: the caller's contract; FSGSBASE is enabled.
+        unsafe { std::arch::asm!("wrfsbase {}", in(reg) tp, options(nostack)) };
+    } else {
+        // SAFETY: as above.
+        unsafe { libc::syscall(libc::SYS_arch_prctl, 0x1002, tp) };
+    }
+}
+
+fn bench_yield_tls(sz: &Sizes, notes: &mut Vec<String>) -> Row {
+    let s = Samples::interleaved(
+        sz.reps,
+        || fiber_yield_round_trip(sz.yields, false),
+        || coro_round_trip(sz.coro_trips),
+    );
+    let (ours, base) = s.medians();
+    let t = Samples::interleaved(
+        sz.reps,
+        || fiber_yield_round_trip(sz.yields, false),
+        || fiber_yield_round_trip(sz.yields, true),
+    );
+    let (own, shared) = t.medians();
+    let mut pairs: Vec<f64> = (0..sz.reps).map(|_| thread_pointer_pair(sz.yields)).collect();
+    pairs.sort_by(f64::total_cmp);
+    notes.push(format!(
+        "1t. yield round trip with TLS of its own (min / median / max): {}; vs shared TLS          {own:.1} ns vs {shared:.1} ns (+{:.1} ns); thread pointer set by {}, a pair of writes          alone {:.1} ns",
+        s.spread(1.0, "ns"),
+        own - shared,
+        fiber::tls::switch_mechanism(),
+        pairs[pairs.len() / 2]
+    ));
+    let ratio = ours / base;
+    Row {
+        what: "1t. yield round trip A→B→A, own TLS (vs corosensei resume+suspend)".into(),
+        ours: format!("{ours:.1} ns"),
+        baseline: format!("{base:.1} ns"),
+        ratio: format!("{ratio:.2}×"),
+        target: "≤ 6×".into(),
+        verdict: Verdict::of(ratio <= 6.0),
+    }
+}
+
 // ---------------------------------------------------------------------------
 // 2. Spawn + join
 
 /// Nanoseconds per spawn + join of one fiber, one after the other.
-fn fiber_spawn_join(n: u64) -> f64 {
+fn fiber_spawn_join(n: u64, shared: bool) -> f64 {
     let t0 = Instant::now();
     for i in 0..n {
-        let h = greenhook::spawn(move || black_box(i));
+        let h = spawn_tls(shared, move || black_box(i));
         black_box(h.join().unwrap());
     }
     per_op(t0.elapsed(), n)
@@ -532,9 +629,13 @@ fn fiber_spawn_join(n: u64) -> f64 {
 /// (never run; the drop returns the stack to the pool): the part of a
 /// spawn that the fiber crate owns.
 fn fiber_create_drop(n: u64) -> f64 {
+    thread_local! {
+        static POOL: &'static fiber::StackPool = fiber::StackPool::leak();
+    }
+    let pool = POOL.with(|p| *p);
     let t0 = Instant::now();
     for i in 0..n {
-        let f = fiber::Fiber::new(None, None, move |_| {
+        let f = fiber::Fiber::new(pool, None, None, fiber::Tls::Shared, move |_| {
             black_box(i);
         })
         .expect("a fiber on a pooled stack");
@@ -562,13 +663,22 @@ fn bench_spawn(sz: &Sizes, notes: &mut Vec<String>) -> Row {
     }
     let s = Samples::interleaved(
         sz.reps,
-        || fiber_spawn_join(sz.fiber_spawns),
+        || fiber_spawn_join(sz.fiber_spawns, false),
         || thread_spawn_join(sz.thread_spawns),
     );
     let (ours, base) = s.medians();
     notes.push(format!(
         "2. spawn + join (min / median / max): {}",
         s.spread(1e-3, "µs")
+    ));
+    let t = Samples::interleaved(
+        sz.reps,
+        || fiber_spawn_join(sz.fiber_spawns, true),
+        || fiber_spawn_join(sz.fiber_spawns, false),
+    );
+    let (shared, own) = t.medians();
+    notes.push(format!(
+        "2. spawn + join sharing the thread's TLS: {shared:.0} ns (vs {own:.0} ns with TLS of its own)"
     ));
     let mut create: Vec<f64> = (0..sz.reps).map(|_| fiber_create_drop(sz.fiber_spawns)).collect();
     create.sort_by(f64::total_cmp);
@@ -578,7 +688,7 @@ fn bench_spawn(sz: &Sizes, notes: &mut Vec<String>) -> Row {
     ));
     let speedup = base / ours;
     Row {
-        what: "2. spawn + join, pooled stack (vs std::thread)".into(),
+        what: "2. spawn + join, pooled stack, own TLS (vs std::thread)".into(),
         ours: format!("{ours:.0} ns"),
         baseline: format!("{:.1} µs", base / 1e3),
         ratio: format!("{speedup:.0}× faster"),
@@ -758,7 +868,7 @@ impl Sleepers {
 
 /// Spawns `n` fibers that sleep (in naps of `NAP`, until released), lets each
 /// one run into its sleep, measures, then releases and joins them all.
-fn sleeping_fibers(n: usize) -> Sleepers {
+fn sleeping_fibers(n: usize, shared: bool) -> Sleepers {
     const NAP: Duration = Duration::from_millis(500);
     let release = Rc::new(Cell::new(false));
     let rss_before_kib = rss_kib();
@@ -767,7 +877,7 @@ fn sleeping_fibers(n: usize) -> Sleepers {
     let mut handles = Vec::with_capacity(n);
     for _ in 0..n {
         let r = release.clone();
-        handles.push(greenhook::spawn(move || {
+        handles.push(spawn_tls(shared, move || {
             while !r.get() {
                 greenhook::sleep(NAP);
             }
@@ -824,38 +934,62 @@ fn parked_threads_bytes(n: usize) -> f64 {
 }
 
 fn bench_idle_rss(sz: &Sizes, notes: &mut Vec<String>) -> Row {
-    let f = sleeping_fibers(sz.idle_fibers);
+    idle_rss(sz, notes, true)
+}
+
+fn bench_idle_rss_tls(sz: &Sizes, notes: &mut Vec<String>) -> Row {
+    idle_rss(sz, notes, false)
+}
+
+/// [`sleeping_fibers`] on a fresh OS thread: its own hub and stack pool,
+/// so no stack pages left resident by an earlier row are reused.
+fn sleeping_fibers_fresh(n: usize, shared: bool) -> Sleepers {
+    std::thread::spawn(move || sleeping_fibers(n, shared))
+        .join()
+        .expect("the measuring thread")
+}
+
+fn idle_rss(sz: &Sizes, notes: &mut Vec<String>, shared: bool) -> Row {
+    let (label, target) = if shared { ("4", 4.5) } else { ("4t", 8.0) };
+    let f = sleeping_fibers_fresh(sz.idle_fibers, shared);
     assert_eq!(f.live as usize, f.n, "every fiber should be alive at the measurement");
     let thread_bytes = parked_threads_bytes(sz.idle_threads);
     let fiber_bytes = f.bytes_each();
     notes.push(format!(
-        "4. {} sleeping fibers: RSS {} → {} KiB ({:.0} B each, incl. JoinHandle, hub task and timer entry); \
+        "{label}. {} sleeping fibers ({}): RSS {} → {} KiB ({:.0} B each, incl. JoinHandle, hub task and timer entry); \
          {} parked threads: {:.0} B each (user pages only)",
-        f.n, f.rss_before_kib, f.rss_during_kib, fiber_bytes, sz.idle_threads, thread_bytes
+        f.n,
+        if shared { "shared TLS" } else { "TLS of their own" },
+        f.rss_before_kib,
+        f.rss_during_kib,
+        fiber_bytes,
+        sz.idle_threads,
+        thread_bytes
     ));
     Row {
         what: format!(
-            "4. RSS per idle fiber, {}k asleep (vs {} parked threads)",
+            "{label}. RSS per idle fiber, {}, {}k asleep (vs {} parked threads)",
+            if shared { "shared TLS" } else { "own TLS" },
             f.n / 1000,
             sz.idle_threads
         ),
         ours: format!("{:.2} KiB", fiber_bytes / 1024.0),
         baseline: format!("{:.2} KiB", thread_bytes / 1024.0),
         ratio: format!("{:.1}× smaller", thread_bytes / fiber_bytes),
-        target: "≤ 4.5 KiB".into(),
-        verdict: Verdict::of(fiber_bytes <= 4.5 * 1024.0),
+        target: format!("≤ {target} KiB"),
+        verdict: Verdict::of(fiber_bytes <= target * 1024.0),
     }
 }
 
 fn bench_max_live(sz: &Sizes, notes: &mut Vec<String>) -> Row {
-    let f = sleeping_fibers(sz.max_fibers);
+    let f = sleeping_fibers_fresh(sz.max_fibers, false);
     let max_map_count: usize = std::fs::read_to_string("/proc/sys/vm/max_map_count")
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(65530);
     let thread_ceiling = max_map_count / 2;
     notes.push(format!(
-        "5. {} sleeping fibers started in {:.2} s; live {} (peak_live {}); mappings {} → {}; \
+        "5. {} sleeping fibers with TLS of their own started in {:.2} s; live {} (peak_live {}); mappings {} → {}; \
          RSS {} → {} MiB; OS-thread ceiling: vm.max_map_count {} / 2 = {} (not exercised)",
         f.n,
         f.start_time.as_secs_f64(),
@@ -869,7 +1003,7 @@ fn bench_max_live(sz: &Sizes, notes: &mut Vec<String>) -> Row {
         thread_ceiling
     ));
     Row {
-        what: "5. max live fibers, all asleep at once (vs OS-thread ceiling)".into(),
+        what: "5. max live fibers, own TLS, all asleep at once (vs OS-thread ceiling)".into(),
         ours: format!(
             "{} live, {} maps, RSS {} MiB",
             f.live,
@@ -880,5 +1014,43 @@ fn bench_max_live(sz: &Sizes, notes: &mut Vec<String>) -> Row {
         ratio: format!("{:.1}× more", f.live as f64 / thread_ceiling as f64),
         target: format!("{} alive", f.n),
         verdict: Verdict::of(f.live as usize == f.n && f.peak_live as usize >= f.n),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 6. Thread churn
+
+fn bench_churn(sz: &Sizes, notes: &mut Vec<String>) -> Row {
+    let bin = util::compile("thread_churn");
+    let lib = util::compile_shared("tls_dlopen_lib");
+    let n = sz.churn.to_string();
+    let args = [n.as_str(), "300", lib.to_str().expect("a UTF-8 path")];
+    let r = util::run_with_timeout(&bin, &args, true, &[], Duration::from_secs(600));
+    assert_eq!(r.code(), Some(0), "{}", r.describe());
+    // "rss_kib.<threads ended>=<KiB>" after a tenth, half and all of them.
+    let points: Vec<(u64, u64)> = r
+        .stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("rss_kib.")?.split_once('='))
+        .filter_map(|(k, v)| Some((k.parse().ok()?, v.trim().parse().ok()?)))
+        .collect();
+    let ((tenth, early), (_, last)) = (points[0], points[points.len() - 1]);
+    let ms = util::time_ms(&r.stderr).unwrap_or(0);
+    notes.push(format!(
+        "6. thread_churn {n} 300 under the preload: {}; RSS {early} KiB after {tenth} threads, \
+         {last} KiB after {n}; {:.2} µs per pthread_create + join",
+        r.stdout.trim(),
+        ms as f64 * 1e3 / sz.churn as f64
+    ));
+    Row {
+        what: format!(
+            "6. RSS creating and ending {}k pthreads, 300 alive, own TLS",
+            sz.churn / 1000
+        ),
+        ours: format!("{early} → {last} KiB"),
+        baseline: "(flat)".into(),
+        ratio: format!("+{} KiB", last.saturating_sub(early)),
+        target: "flat (+≤ 1 MiB)".into(),
+        verdict: Verdict::of(last <= early + 1024 && r.stdout.contains("every destructor ran")),
     }
 }

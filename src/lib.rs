@@ -43,10 +43,16 @@
 //!   context joins, sleeps, parks, yields or blocks in a hooked call; one
 //!   that nobody waits for may never run (an OS thread that ends leaves its
 //!   fibers suspended for good).
-//! - **Thread-locals are per OS thread**, shared by all its fibers.
-//! - **Fixed stacks** (default 256 KiB of address space, one page touched
-//!   when idle; `GREENHOOK_STACK_SIZE` or [`Builder::stack_size`]). An
-//!   overflow is reported by name and aborts.
+//! - **Thread-locals are per fiber** (x86-64 Linux with glibc's malloc):
+//!   each fiber has TLS of its own, so `thread_local!`, `errno` and
+//!   `std::thread::current()` are its own and its thread-local destructors
+//!   run when it ends. That costs a page of RSS and a thread-pointer write
+//!   at each switch: [`Builder::shared_tls`] or `GREENHOOK_TLS=shared`
+//!   makes fibers share their OS thread's TLS instead (as they always do
+//!   elsewhere).
+//! - **Fixed stacks** (default 256 KiB of address space, two pages touched
+//!   when idle, one with shared TLS; `GREENHOOK_STACK_SIZE` or
+//!   [`Builder::stack_size`]). An overflow is reported by name and aborts.
 //! - A fiber lives on the OS thread that spawned it; its [`Thread`] and
 //!   [`JoinHandle`] may go to other threads, to unpark or join it.
 //!
@@ -58,10 +64,12 @@
 //!   the closure and its result never leave the OS thread. A
 //!   [`JoinHandle`] is `Send` and `Sync` when the result is `Send` (always,
 //!   for code written for std).
-//! - [`park`] uses greenhook's token, one per fiber; `std::thread::park` is
-//!   the OS thread's, shared by all its fibers.
+//! - [`park`] uses greenhook's token, one per fiber; `std::thread::park`
+//!   works between fibers too (each has its own std identity), except
+//!   between fibers sharing their thread's TLS.
 //! - [`LocalKey`] is std's, re-exported; [`panicking`] is std's and tells
-//!   about the OS thread, as do the thread names in std's panic messages.
+//!   about the fiber (the OS thread, with shared TLS); std's panic messages
+//!   name `<unnamed>` for a fiber.
 //! - [`available_parallelism`] is the machine's, as std says: not how many
 //!   fibers run at once (one).
 //! - [`ThreadId`]s of fibers are their fiber ids (as in greenhook's
@@ -85,8 +93,8 @@ pub use parker::park_timeout_ms;
 pub use parker::{park, park_timeout};
 pub use scoped::{scope, Scope, ScopedJoinHandle};
 /// std's thread-local keys, re-exported so that code naming
-/// `thread::LocalKey` compiles. They are **per OS thread**: all fibers of a
-/// thread share one value.
+/// `thread::LocalKey` compiles. They are per fiber, like TLS in general
+/// (per OS thread for fibers made with [`Builder::shared_tls`]).
 pub use std::thread::{AccessError, LocalKey};
 pub use thread::{current, Thread, ThreadId};
 

@@ -6,9 +6,11 @@
 //! handle, so that `h.thread().unpark()` wakes the `park()` of the fiber `h`
 //! joins. A spawned fiber's handle is made on first use (most fibers never
 //! ask for theirs) in a [`LazyThread`] kept in the fiber's result packet;
-//! [`current`] finds it through a thread-local registry keyed by fiber id,
-//! because the facade cannot hang its own data on a hub task (the task's
-//! one opaque word belongs to the interposer).
+//! [`current`] finds it through a per-OS-thread registry keyed by fiber id
+//! (a [`hub::PerThread`]: shared by the thread's fibers, which have TLS of
+//! their own, and usable during thread-local destruction), because the
+//! facade cannot hang its own data on a hub task (the task's one opaque
+//! word belongs to the interposer).
 
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
@@ -126,14 +128,8 @@ impl fmt::Debug for Thread {
 /// called outside any fiber (e.g. from `main`).
 pub fn current() -> Thread {
     match hub::with_current_fiber(|f| f.map(|f| f.id())) {
-        None => ROOT
-            .try_with(|r| r.get_or_init(root_thread).clone())
-            // During thread-local destruction: a handle that works, though it
-            // is not the one earlier calls returned.
-            .unwrap_or_else(|_| root_thread()),
-        Some(id) => REGISTRY
-            .try_with(|r| r.borrow_mut().get_or_adopt(id))
-            .unwrap_or_else(|_| Thread::new(ThreadId::of_fiber(id), None)),
+        None => ROOT.with(|r| r.get_or_init(root_thread).clone()),
+        Some(id) => REGISTRY.with(|r| r.borrow_mut().get_or_adopt(id)),
     }
 }
 
@@ -215,12 +211,8 @@ impl Drop for LazyThread {
 /// a fiber's home.
 pub(crate) fn os_thread() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
-    thread_local! {
-        static ME: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
-    }
-    // After its destruction (thread exit), a fresh number.
-    ME.try_with(|&n| n)
-        .unwrap_or_else(|_| NEXT.fetch_add(1, Ordering::Relaxed))
+    static ME: hub::PerThread<u64> = hub::PerThread::new(|| NEXT.fetch_add(1, Ordering::Relaxed));
+    ME.with(|&n| n)
 }
 
 /// Records fiber `id`, just spawned on this thread's hub, whose handle
@@ -235,15 +227,14 @@ pub(crate) unsafe fn register(id: u64, lazy: &LazyThread, name: Option<Arc<str>>
     if name.is_some() {
         lazy.make(name);
     }
-    // A thread whose registry is gone is exiting: its fibers never run again.
-    let _ = REGISTRY.try_with(|r| r.borrow_mut().spawned.insert(id, lazy));
+    REGISTRY.with(|r| r.borrow_mut().spawned.insert(id, lazy));
 }
 
 /// Whether fiber `id` is registered on this OS thread: spawned here and
 /// still running its closure (ids are unique in the process).
 pub(crate) fn is_registered_here(id: u64) -> bool {
     REGISTRY
-        .try_with(|r| r.borrow().spawned.get(id).is_some())
+        .with_existing(|r| r.borrow().spawned.get(id).is_some())
         .unwrap_or(false)
 }
 
@@ -251,24 +242,22 @@ pub(crate) fn is_registered_here(id: u64) -> bool {
 /// [`LazyThread`] goes. Id 0 (never registered) is ignored.
 pub(crate) fn unregister(id: u64) {
     if id != 0 {
-        let _ = REGISTRY.try_with(|r| r.borrow_mut().spawned.remove(id));
+        REGISTRY.with(|r| r.borrow_mut().spawned.remove(id));
     }
 }
 
-thread_local! {
-    /// The handle of this thread's root context, made on first use.
-    static ROOT: OnceCell<Thread> = const { OnceCell::new() };
-    static REGISTRY: RefCell<Registry> = const {
-        RefCell::new(Registry {
-            spawned: Spawned {
-                near: [(0, ptr::null()); NEAR],
-                far: HashMap::with_hasher(BuildHasherDefault::new()),
-            },
-            adopted: HashMap::with_hasher(BuildHasherDefault::new()),
-            sweep_at: 0,
-        })
-    };
-}
+/// The handle of this thread's root context, made on first use.
+static ROOT: hub::PerThread<OnceCell<Thread>> = hub::PerThread::new(OnceCell::new);
+static REGISTRY: hub::PerThread<RefCell<Registry>> = hub::PerThread::new(|| {
+    RefCell::new(Registry {
+        spawned: Spawned {
+            near: [(0, ptr::null()); NEAR],
+            far: HashMap::with_hasher(BuildHasherDefault::new()),
+        },
+        adopted: HashMap::with_hasher(BuildHasherDefault::new()),
+        sweep_at: 0,
+    })
+});
 
 /// The fibers of this OS thread that [`current`] may be asked about, by
 /// fiber id.

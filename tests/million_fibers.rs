@@ -1,5 +1,8 @@
 //! 1,000,000 fibers alive at once, with default sysctls
 //! (vm.max_map_count = 65530 allows only ~32k separately mapped stacks).
+//! They share their thread's TLS (the density setting: one page each
+//! instead of two); `cargo bench --bench core` measures a million with TLS
+//! of their own too.
 use std::time::Duration;
 
 fn rss_kib() -> u64 {
@@ -23,7 +26,12 @@ fn one_million_fibers_spawned_and_joined() {
     let before = rss_kib();
     let maps_before = map_count();
     let hs: Vec<_> = (0..N)
-        .map(|_| greenhook::spawn(|| greenhook::sleep(Duration::from_millis(200))))
+        .map(|_| {
+            greenhook::Builder::new()
+                .shared_tls(true)
+                .spawn(|| greenhook::sleep(Duration::from_millis(200)))
+                .unwrap()
+        })
         .collect();
     // Let every fiber start and park in its sleep.
     greenhook::yield_now();

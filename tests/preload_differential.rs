@@ -120,6 +120,18 @@ fn exit_from_a_thread_with_others_blocked() {
     differential("exit_paths", &["main_return"]);
 }
 
+/// Hooked calls (a join, a mutex, a sleep, a write) from every teardown
+/// callback glibc runs: the main thread's thread_local destructors and key
+/// destructors, `atexit` handlers (one after `__libc_freeres`), and a
+/// destructor function run by `_dl_fini`; the exit status is the
+/// program's. Issue 11: node exited with 134, "cannot access a Thread Local
+/// Storage value during or after destruction".
+#[test]
+fn hooks_work_during_teardown() {
+    differential_expect("teardown_hooks", &["exit"], 7);
+    differential("teardown_hooks", &["pthread_exit"]);
+}
+
 /// A scratch file of `mib` MiB of pseudo-random bytes.
 fn scratch_file(name: &str, mib: usize) -> std::path::PathBuf {
     let path = std::env::temp_dir().join(format!("greenhook-{name}-{}", std::process::id()));

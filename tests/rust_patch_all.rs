@@ -63,15 +63,13 @@ fn std_mutex_held_across_a_sleep() {
     );
 }
 
-/// Known limitation: std's mpmc channel never wakes a waiter registered by
-/// the sending OS thread (`Waker::try_select` skips selectors whose
-/// `thread_id` is the caller's), and every fiber of one OS thread has that
-/// thread's id and `Thread` handle (one park token). So a receiver fiber
-/// blocked in `recv` is never selected by a sender fiber on the same hub.
-/// Fixing it needs a per-fiber std thread identity, which std does not let
-/// us set.
+/// std's mpmc channel never wakes a waiter registered by the sending
+/// thread (`Waker::try_select` skips selectors whose `thread_id` is the
+/// caller's). With shared TLS every fiber of one OS thread had that
+/// thread's std identity, so a receiver fiber blocked in `recv` was never
+/// selected by a sender fiber on the same hub; with TLS of its own each
+/// fiber has its own (issue 10).
 #[test]
-#[ignore = "std::sync::mpsc cannot wake a fiber from another fiber of the same OS thread"]
 fn std_mpsc_between_fibers() {
     patch();
     let (tx, rx) = mpsc::channel::<u32>();
@@ -92,6 +90,112 @@ fn std_mpsc_between_fibers() {
     let producer = greenhook::spawn(move || (0..50).for_each(|i| tx.send(i).unwrap()));
     producer.join().unwrap();
     assert_eq!(consumer.join().unwrap(), 50);
+}
+
+/// `std::thread::park`/`unpark` between fibers of one OS thread: each
+/// fiber's `std::thread::current()` is its own, with its own park token.
+/// Fiber B parks first, then A; an unpark of A wakes A (with one token for
+/// the whole thread it woke B, the first parked, and A slept on).
+#[test]
+fn std_park_and_unpark_between_fibers() {
+    use std::sync::atomic::AtomicBool;
+    patch();
+    let go = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+    let (tx, rx) = mpsc::channel::<(usize, std::thread::Thread)>();
+    let sleepers: Vec<_> = [1usize, 0]
+        .into_iter()
+        .map(|i| {
+            let (go, tx) = (go.clone(), tx.clone());
+            greenhook::spawn(move || {
+                tx.send((i, std::thread::current())).unwrap();
+                let t0 = Instant::now();
+                // Spurious wake-ups are allowed: park until told to go on.
+                while !go[i].load(Ordering::SeqCst) && t0.elapsed() < Duration::from_secs(2) {
+                    std::thread::park_timeout(Duration::from_secs(2));
+                }
+                Instant::now()
+            })
+        })
+        .collect();
+    let waker = greenhook::spawn(move || {
+        let mut threads = [None, None];
+        for _ in 0..2 {
+            let (i, t) = rx.recv().unwrap();
+            threads[i] = Some(t);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        let t0 = Instant::now();
+        go[0].store(true, Ordering::SeqCst);
+        threads[0].as_ref().unwrap().unpark();
+        std::thread::sleep(Duration::from_millis(20));
+        go[1].store(true, Ordering::SeqCst);
+        threads[1].as_ref().unwrap().unpark();
+        t0
+    });
+    let unparked_a = waker.join().unwrap();
+    let woke: Vec<_> = sleepers.into_iter().map(|h| h.join().unwrap()).collect();
+    let (a, b) = (woke[1] - unparked_a, woke[0] - unparked_a);
+    assert!(a < b, "A woke {a:?} after its unpark, B {b:?}: A waited for B's");
+    assert!(
+        b >= Duration::from_millis(20),
+        "B woke {b:?} after A's unpark, before its own"
+    );
+    assert!(
+        b < Duration::from_secs(1),
+        "B woke {b:?} after A's unpark: at its timeout, not at its unpark"
+    );
+}
+
+/// Each fiber has its own `std::thread::current().id()`, distinct from the
+/// other fibers' and from its OS thread's, and its own `thread_local!`s
+/// (kept across a sleep that lets the others run), whose destructors run
+/// when it ends, in its own context.
+#[test]
+fn std_thread_identity_and_thread_locals_per_fiber() {
+    use std::cell::Cell;
+    patch();
+    thread_local! {
+        static MINE: Cell<u32> = const { Cell::new(0) };
+    }
+    static DROPPED: AtomicUsize = AtomicUsize::new(0);
+    struct Count(u32);
+    impl Drop for Count {
+        fn drop(&mut self) {
+            // Runs in the fiber: its own value is still there.
+            assert_eq!(MINE.with(|m| m.get()), self.0);
+            DROPPED.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    thread_local! {
+        static COUNT: std::cell::RefCell<Option<Count>> = const { std::cell::RefCell::new(None) };
+    }
+    let main_id = std::thread::current().id();
+    let hs: Vec<_> = (1..=8)
+        .map(|i| {
+            greenhook::spawn(move || {
+                MINE.with(|m| m.set(i));
+                COUNT.with(|c| *c.borrow_mut() = Some(Count(i)));
+                let id = std::thread::current().id();
+                std::thread::sleep(Duration::from_millis(20));
+                (MINE.with(|m| m.get()), id)
+            })
+        })
+        .collect();
+    let results: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+    for (i, (v, _)) in results.iter().enumerate() {
+        assert_eq!(*v, i as u32 + 1, "fiber {i} lost its thread_local");
+    }
+    let mut ids: Vec<_> = results.iter().map(|(_, id)| *id).collect();
+    ids.push(main_id);
+    ids.sort_by_key(|id| format!("{id:?}"));
+    ids.dedup();
+    assert_eq!(ids.len(), 9, "std thread ids are not distinct per fiber");
+    assert_eq!(
+        DROPPED.load(Ordering::SeqCst),
+        8,
+        "thread_local destructors did not run at fiber end"
+    );
+    assert_eq!(MINE.with(|m| m.get()), 0, "a fiber wrote the OS thread's thread_local");
 }
 
 #[test]

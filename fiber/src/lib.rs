@@ -8,20 +8,28 @@
 //! the overflow handler through [`set_running_hook`]), instead of a second
 //! thread-local that every switch would have to keep in step.
 //!
-//! - Stacks come from a per-thread pool carved out of large reserved regions
-//!   (see [`stack`]): spawning on a pooled stack makes no system call, and the
-//!   number of kernel mappings does not grow with the number of fibers.
+//! - Stacks come from a per-thread [`StackPool`] carved out of large reserved
+//!   regions (see [`stack`]): spawning on a pooled stack makes no system call,
+//!   and the number of kernel mappings does not grow with the number of
+//!   fibers. The scheduler owns the pool, so this crate keeps no
+//!   thread-locals at all.
 //! - Each stack has a guard page where the kernel allows, else a canary that
 //!   is checked at every switch. A stack overflow is reported by name:
 //!   `greenhook: fiber 7 'worker' overflowed its 256 KiB stack`.
-//! - Each fiber has its own `errno`, saved and restored at every switch, and
-//!   key/value slots for `pthread_key_*` emulation.
+//! - A fiber made with [`Tls::Own`] runs with a thread pointer of its own:
+//!   a TCB and static TLS block at the top of its stack, made as glibc
+//!   makes a thread's (see [`tls`]), so `__thread`, `thread_local!`,
+//!   `errno` and glibc's per-thread state are its own. One made with
+//!   [`Tls::Shared`] runs on its OS thread's TLS, with its own `errno`
+//!   saved and restored at every switch.
+//! - Key/value slots for `pthread_key_*` emulation.
 //! - A suspended fiber is never unwound: dropping one abandons its frames
 //!   (they may belong to C code that cannot unwind) and recycles its stack.
 //!
 //! ```
-//! use fiber::Fiber;
-//! let f = Fiber::new(None, None, |s| {
+//! use fiber::{Fiber, StackPool};
+//! let pool = StackPool::leak();
+//! let f = Fiber::new(pool, None, None, fiber::Tls::Shared, |s| {
 //!     println!("one");
 //!     s.suspend();
 //!     println!("two");
@@ -32,6 +40,7 @@
 //! ```
 
 pub mod stack;
+pub mod tls;
 
 mod overflow;
 
@@ -42,21 +51,50 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 pub use overflow::set_running_hook;
-pub use stack::{default_stack_size, FiberStack, DEFAULT_STACK_SIZE};
+pub use stack::{default_stack_size, FiberStack, StackPool, DEFAULT_STACK_SIZE};
 
-type Co = Coroutine<(), (), (), FiberStack>;
+/// Whose thread-local storage a fiber runs with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Tls {
+    /// Its OS thread's (the `errno` is still the fiber's own, swapped at
+    /// every switch). Costs nothing; thread-locals are shared by the
+    /// thread's fibers.
+    #[default]
+    Shared,
+    /// A block of its own (see [`tls`]): about 4 KiB at the top of the
+    /// stack, one more touched page per fiber, and a thread-pointer write
+    /// at every switch. Falls back to `Shared` where [`tls::enabled`] is
+    /// false.
+    Own,
+}
+
+/// An OS thread's own TLS, where fibers that share it run: its thread
+/// pointer and `errno` slot, looked up once.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Home {
+    pub(crate) tp: usize,
+    errno: *mut i32,
+}
+
+impl Home {
+    /// The calling context's.
+    pub(crate) fn current() -> Home {
+        Home {
+            tp: tls::arch::thread_pointer(),
+            errno: errno::location(),
+        }
+    }
+}
+
+/// A fiber's coroutine. Each resume passes the fiber's own address, which
+/// the first one needs (see [`Fiber::first_resume`]) and the others ignore.
+type Co = Coroutine<*const Fiber, (), (), FiberStack>;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-thread_local! {
-    /// The fiber being resumed for the first time, so that its closure can
-    /// tell it where its yielder lives (see [`Fiber::first_resume`]).
-    static STARTING: Cell<*const Fiber> = const { Cell::new(std::ptr::null()) };
-}
-
 /// What a fiber's closure is given to suspend itself with.
 pub struct Suspender<'a> {
-    y: &'a Yielder<(), ()>,
+    y: &'a Yielder<*const Fiber, ()>,
 }
 
 impl Suspender<'_> {
@@ -76,53 +114,102 @@ pub struct Fiber {
     /// # Invariant
     /// Null until the fiber first runs; then points at the yielder on the
     /// fiber's own stack, valid until the fiber finishes.
-    yielder: Cell<*const Yielder<(), ()>>,
+    yielder: Cell<*const Yielder<*const Fiber, ()>>,
     id: u64,
     name: Option<Box<str>>,
     errno: Cell<i32>,
     locals: RefCell<Vec<usize>>,
+    /// The guard range `[lo, hi)`; `hi` is also the stack's lowest usable
+    /// address.
     guard: (usize, usize),
     guarded: bool,
-    stack_size: usize,
-    /// The usable stack range `[lo, hi)`.
-    bounds: (usize, usize),
+    /// The top of the stack's memory (its own TLS block included).
+    top: usize,
+    /// The thread pointer of the fiber's own TLS block, or 0 ([`Tls::Shared`]).
+    tp: usize,
+    /// Its OS thread's pool, which also knows the thread's own TLS, where a
+    /// fiber with `tp` 0 runs.
+    pool: &'static StackPool,
 }
 
 impl Fiber {
     /// Creates a fiber that will run `f` when first resumed; `f` is given
     /// a [`Suspender`] to suspend itself with.
     ///
-    /// `stack_size` defaults to [`default_stack_size`]. The closure must not
-    /// let a panic escape (the `hub` crate catches panics at the fiber
-    /// boundary); if one does, it propagates out of [`Fiber::resume`].
-    pub fn new<F>(name: Option<Box<str>>, stack_size: Option<usize>, f: F) -> io::Result<Fiber>
+    /// The stack comes from `pool`; `stack_size` defaults to
+    /// [`default_stack_size`]. With [`Tls::Own`] (and [`tls::enabled`]) the
+    /// fiber gets TLS of its own, whose header is copied from the calling
+    /// context's. The closure must not let a panic escape (the `hub` crate
+    /// catches panics at the fiber boundary); if one does, it propagates
+    /// out of [`Fiber::resume`].
+    pub fn new<F>(
+        pool: &'static StackPool,
+        name: Option<Box<str>>,
+        stack_size: Option<usize>,
+        tls: Tls,
+        f: F,
+    ) -> io::Result<Fiber>
     where
         F: FnOnce(Suspender<'_>) + 'static,
     {
-        let stack = FiberStack::new(stack_size.unwrap_or_else(default_stack_size))?;
-        Self::on_stack(name, stack, f)
+        let size = stack_size.unwrap_or_else(default_stack_size);
+        if tls == Tls::Own && tls::enabled() {
+            let g = tls::glibc().map_err(|_| io::Error::from_raw_os_error(libc::ENOSYS))?;
+            let (stack, tp) = pool.take_tls(g, size, tls::arch::thread_pointer())?;
+            return Ok(Self::make(pool, name, stack, tp, f));
+        }
+        Self::on_stack(pool, name, pool.take(size)?, Tls::Shared, f)
     }
 
     /// Creates a fiber that will run `f` on `stack` (pooled, or caller-provided
-    /// through [`FiberStack::foreign`]).
-    pub fn on_stack<F>(name: Option<Box<str>>, stack: FiberStack, f: F) -> io::Result<Fiber>
+    /// through [`FiberStack::foreign`]); `pool` is its OS thread's.
+    pub fn on_stack<F>(
+        pool: &'static StackPool,
+        name: Option<Box<str>>,
+        mut stack: FiberStack,
+        tls: Tls,
+        f: F,
+    ) -> io::Result<Fiber>
+    where
+        F: FnOnce(Suspender<'_>) + 'static,
+    {
+        let tp = match tls {
+            Tls::Own if tls::enabled() => {
+                let g = tls::glibc().map_err(|_| io::Error::from_raw_os_error(libc::ENOSYS))?;
+                stack.carve_tls(g, tls::arch::thread_pointer())?
+            }
+            _ => 0,
+        };
+        Ok(Self::make(pool, name, stack, tp, f))
+    }
+
+    /// The fiber on `stack`, whose TLS block (if `tp` is not 0) is made.
+    fn make<F>(pool: &'static StackPool, name: Option<Box<str>>, stack: FiberStack, tp: usize, f: F) -> Fiber
     where
         F: FnOnce(Suspender<'_>) + 'static,
     {
         overflow::ensure_installed();
-        let bounds = stack.bounds();
+        // The whole range, TLS block included, as glibc reports a thread's
+        // stack (its descriptor and TLS are carved from the top of it).
+        let top = stack.slot_top();
+        let own = tp != 0;
         let guard = stack.guard_range();
         let guarded = stack.is_guarded();
-        let stack_size = stack.size();
-        let co = Co::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
-            let me = STARTING.with(|s| s.replace(std::ptr::null()));
-            // SAFETY: first_resume set STARTING to this fiber just before
-            // switching here, and the fiber outlives that call.
+        let co = Co::with_stack(stack, move |y: &Yielder<*const Fiber, ()>, me: *const Fiber| {
+            // SAFETY: every resume passes the fiber itself, which outlives
+            // the call.
             unsafe { (*me).yielder.set(y) };
-            f(Suspender { y })
+            if own {
+                // SAFETY: our own block is installed (resume did it).
+                unsafe { tls::glibc().expect("made with TLS").thread_started() };
+            }
+            f(Suspender { y });
+            // The thread-local destructors of the fiber, in its own
+            // context, as a thread's exit runs them.
+            // SAFETY: we run on this fiber's stack; `own` is its TLS.
+            unsafe { tls::run_destructors(own) };
         });
-        Ok(Fiber {
-            bounds,
+        Fiber {
             co: UnsafeCell::new(co),
             yielder: Cell::new(std::ptr::null()),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -131,64 +218,81 @@ impl Fiber {
             locals: RefCell::new(Vec::new()),
             guard,
             guarded,
-            stack_size,
-        })
+            top,
+            tp,
+            pool,
+        }
     }
 
     /// Runs the fiber until it suspends (returns `false`) or finishes
     /// (returns `true`).
     ///
-    /// Swaps `errno`: the caller's value is kept aside while the fiber runs
-    /// with its own.
+    /// A fiber with TLS of its own runs with its thread pointer installed,
+    /// and the resumer's is reinstalled when it suspends: one thread-pointer
+    /// write each way. A fiber sharing its thread's TLS runs on it (switched
+    /// to only if the resumer is a fiber with TLS of its own) with its own
+    /// `errno` swapped in.
     ///
     /// # Panics
     /// When the fiber has finished, or is running (a fiber cannot resume
     /// itself): corosensei checks both.
     #[inline]
     pub fn resume(&self) -> bool {
-        // SAFETY: errno::location() is the calling thread's errno slot.
-        unsafe { self.resume_with_errno(errno::location()) }
-    }
-
-    /// [`Fiber::resume`] for a caller that has looked up the thread's errno
-    /// slot once and kept it (a scheduler switching many times a second
-    /// saves a call into libc per switch).
-    ///
-    /// # Safety
-    /// `errno` must be [`errno::location`] as seen by the calling thread.
-    #[inline]
-    pub unsafe fn resume_with_errno(&self, errno: *mut i32) -> bool {
-        debug_assert!(errno == errno::location());
-        // SAFETY: the caller vouches that `errno` is this thread's slot.
-        let saved = unsafe { errno.replace(self.errno.get()) };
-        // SAFETY: `co` is only touched here and in suspend's yielder, never
-        // by two contexts at once: a running coroutine's resume panics
-        // (corosensei checks) and only one context runs at a time on a
-        // thread.
-        let r = if self.yielder.get().is_null() {
-            self.first_resume()
+        let cur = tls::arch::thread_pointer();
+        let r = if self.tp != 0 {
+            // SAFETY: the fiber's block lives as long as the fiber; the
+            // resumer's is reinstalled before anything of it is used again.
+            unsafe { tls::arch::set_thread_pointer(self.tp) };
+            let r = self.switch();
+            // SAFETY: `cur` is the resumer's block, alive (it runs).
+            unsafe { tls::arch::set_thread_pointer(cur) };
+            r
         } else {
-            // SAFETY: as above.
-            unsafe { (*self.co.get()).resume(()) }
+            let home = self.pool.home;
+            let away = cur != home.tp;
+            if away {
+                // SAFETY: the OS thread's own block, alive while it runs.
+                unsafe { tls::arch::set_thread_pointer(home.tp) };
+            }
+            // SAFETY: the thread's errno slot (Home), on this same thread.
+            let saved = unsafe { home.errno.replace(self.errno.get()) };
+            let r = self.switch();
+            // SAFETY: as above; the fiber ran on this same thread.
+            self.errno.set(unsafe { home.errno.replace(saved) });
+            if away {
+                // SAFETY: as in the own-TLS case.
+                unsafe { tls::arch::set_thread_pointer(cur) };
+            }
+            r
         };
-        // SAFETY: as above; the fiber ran on this same thread.
-        self.errno.set(unsafe { errno.replace(saved) });
         if !self.guarded {
             self.check_canary();
         }
         matches!(r, CoroutineResult::Return(()))
     }
 
-    /// The first resume, out of line: it tells the fiber's closure, through
-    /// `STARTING`, which fiber to record its yielder in (the fiber may have
-    /// moved since it was made, so the closure cannot know its address).
+    /// The switch itself.
+    #[inline(always)]
+    fn switch(&self) -> CoroutineResult<(), ()> {
+        if self.yielder.get().is_null() {
+            self.first_resume()
+        } else {
+            // SAFETY: `co` is only touched here and in suspend's yielder,
+            // never by two contexts at once: a running coroutine's resume
+            // panics (corosensei checks) and only one context runs at a
+            // time on a thread.
+            unsafe { (*self.co.get()).resume(self) }
+        }
+    }
+
+    /// The first resume, out of line: the fiber's closure records its
+    /// yielder in the fiber whose address the resume passes (the fiber may
+    /// have moved since it was made, so the closure cannot know it).
     #[cold]
     #[inline(never)]
     fn first_resume(&self) -> CoroutineResult<(), ()> {
-        STARTING.with(|s| s.set(self));
-        // SAFETY: as in resume_with_errno. The closure takes STARTING back
-        // to null as soon as it starts.
-        unsafe { (*self.co.get()).resume(()) }
+        // SAFETY: as in switch.
+        unsafe { (*self.co.get()).resume(self) }
     }
 
     #[cold]
@@ -246,19 +350,37 @@ impl Fiber {
         self.name.as_deref()
     }
 
-    /// Usable stack bytes.
+    /// Usable stack bytes, as asked for (a TLS block of its own comes out
+    /// of them, as a thread's does in glibc).
     pub fn stack_size(&self) -> usize {
-        self.stack_size
+        self.top - self.guard.1
     }
 
-    /// The usable stack range `[lo, hi)` (hi is where the stack starts).
+    /// The stack's memory `[lo, hi)`, as glibc reports a thread's: with
+    /// the fiber's own TLS block at its top, if it has one (the stack
+    /// itself starts below that block).
     pub fn stack_bounds(&self) -> (usize, usize) {
-        self.bounds
+        (self.guard.1, self.top)
     }
 
     /// The saved `errno` of this fiber (meaningful while it is not running).
     pub fn saved_errno(&self) -> i32 {
-        self.errno.get()
+        match tls::glibc() {
+            // SAFETY: the fiber's own block, alive as long as it is.
+            Ok(g) if self.tp != 0 => unsafe { g.errno_of(self.tp).read() },
+            _ => self.errno.get(),
+        }
+    }
+
+    /// Whether the fiber runs with TLS of its own ([`Tls::Own`], where
+    /// available).
+    pub fn has_own_tls(&self) -> bool {
+        self.tp != 0
+    }
+
+    /// The fiber's own thread pointer (0 when it shares its thread's).
+    pub fn thread_pointer(&self) -> usize {
+        self.tp
     }
 
     /// Reads key/value slot `key` (0 if never set).
@@ -295,6 +417,8 @@ impl Drop for Fiber {
             // is leaked, deliberately.
             unsafe { co.force_reset() };
         }
+        // The TLS block goes with the stack (FiberStack's drop), when the
+        // coroutine is dropped after this.
     }
 }
 
@@ -336,7 +460,7 @@ mod tests {
     fn resume_suspend_and_finish() {
         let log = Rc::new(RefCell::new(Vec::new()));
         let l = log.clone();
-        let f = Fiber::new(Some("t".into()), None, move |s| {
+        let f = Fiber::new(StackPool::leak(), Some("t".into()), None, Tls::Shared, move |s| {
             l.borrow_mut().push(1);
             s.suspend();
             l.borrow_mut().push(2);
@@ -354,7 +478,7 @@ mod tests {
     #[test]
     fn errno_is_per_fiber() {
         errno::set(7);
-        let f = Fiber::new(None, None, |s| {
+        let f = Fiber::new(StackPool::leak(), None, None, Tls::Shared, |s| {
             errno::set(42);
             s.suspend();
             assert_eq!(errno::get(), 42);
@@ -376,7 +500,7 @@ mod tests {
                 panic!("a suspended fiber was unwound");
             }
         }
-        let f = Fiber::new(None, None, |s| {
+        let f = Fiber::new(StackPool::leak(), None, None, Tls::Shared, |s| {
             let _l = Loud;
             s.suspend();
         })
@@ -396,7 +520,7 @@ mod tests {
         }
         let log = Rc::new(RefCell::new(Vec::new()));
         let l = log.clone();
-        let f = Fiber::new(None, None, move |s| {
+        let f = Fiber::new(StackPool::leak(), None, None, Tls::Shared, move |s| {
             l.borrow_mut().push(1);
             s.suspend();
             l.borrow_mut().push(2);
@@ -422,7 +546,7 @@ mod tests {
 
     #[test]
     fn locals_default_to_zero() {
-        let f = Fiber::new(None, None, |_| {}).unwrap();
+        let f = Fiber::new(StackPool::leak(), None, None, Tls::Shared, |_| {}).unwrap();
         assert_eq!(f.local(3), 0);
         f.set_local(3, 99);
         assert_eq!(f.local(3), 99);

@@ -15,7 +15,6 @@
 //! must itself be: the hub's reads one thread-local pointer), formats into a
 //! stack buffer and calls `write(2)` and `abort(3)`.
 
-use std::cell::Cell;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -47,18 +46,12 @@ fn running() -> *const Fiber {
 static STATE: AtomicU8 = AtomicU8::new(0);
 static mut PREVIOUS: MaybeUninit<libc::sigaction> = MaybeUninit::uninit();
 
-thread_local! {
-    static ALTSTACK_READY: Cell<bool> = const { Cell::new(false) };
-}
-
 const ALTSTACK_SIZE: usize = 64 * 1024;
 
-/// Installs the process-wide handler (once) and makes sure this thread has an
-/// alternate signal stack (once per thread). Cheap after the first call.
+/// Installs the process-wide handler (once). Cheap after the first call.
+/// Each thread's alternate signal stack comes with its stack pool
+/// ([`StackPool::take`](crate::StackPool::take)), which is per OS thread.
 pub(crate) fn ensure_installed() {
-    if !ALTSTACK_READY.with(|c| c.replace(true)) {
-        install_altstack();
-    }
     if STATE.load(Ordering::Acquire) == 2 {
         return;
     }
@@ -85,7 +78,8 @@ pub(crate) fn ensure_installed() {
     }
 }
 
-fn install_altstack() {
+/// Gives the calling thread an alternate signal stack, unless it has one.
+pub(crate) fn install_altstack() {
     // SAFETY: querying the current alternate stack has no preconditions.
     unsafe {
         let mut old: libc::stack_t = std::mem::zeroed();
@@ -157,7 +151,7 @@ pub(crate) fn report(f: &Fiber, extra: &str) -> ! {
     buf.s(" '");
     buf.s(f.name.as_deref().unwrap_or("<unnamed>"));
     buf.s("' overflowed its ");
-    buf.num((f.stack_size / 1024) as u64);
+    buf.num((f.stack_size() / 1024) as u64);
     buf.s(" KiB stack");
     if !extra.is_empty() {
         buf.s(" (");

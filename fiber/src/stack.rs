@@ -15,11 +15,15 @@
 //! mappings lasts, else the slot is left unguarded and a canary word at its
 //! lowest usable address is checked at every switch.
 //!
-//! A finished fiber's stack goes back to a per-thread free list and is reused
-//! as it is (its touched pages stay resident, like a malloc arena), so spawning
-//! on a pooled stack makes no system call.
+//! A finished fiber's stack goes back to the free list of its [`StackPool`]
+//! and is reused as it is (its touched pages stay resident, like a malloc
+//! arena), so spawning on a pooled stack makes no system call. A pool belongs
+//! to one OS thread (it is not `Sync`) and lives as long as the process: the
+//! scheduler keeps one per thread, where every context of the thread reaches
+//! it, instead of a thread-local (which is per fiber once fibers have their
+//! own TLS, and gone while the thread's TLS destructors run).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
@@ -128,6 +132,12 @@ pub fn round_size(size: usize) -> usize {
 /// `[guard_lo + guard, top)` is readable and writable and owned by this value.
 pub struct FiberStack {
     slot: Slot,
+    /// Where the slot goes back when the stack is dropped (None: foreign).
+    pool: Option<&'static StackPool>,
+    /// Where the stack starts: the slot's top, or the low end of the TLS
+    /// block carved from it ([`FiberStack::carve_tls`]; the fiber owns and
+    /// releases the block).
+    base: usize,
 }
 
 /// The plain description of a slot; the pool keeps these.
@@ -135,21 +145,12 @@ pub struct FiberStack {
 struct Slot {
     top: usize,
     guard_lo: usize,
-    guard: usize,
+    guard: u32,
     /// Whether a real guard page protects the low end (else a canary does).
     guarded: bool,
-    /// Memory the caller provided (`pthread_attr_setstack`): never pooled.
-    foreign: bool,
 }
 
 impl FiberStack {
-    /// Takes a stack of `size` usable bytes (rounded up) from this thread's
-    /// pool, reserving a new region when the pool is empty.
-    pub fn new(size: usize) -> io::Result<FiberStack> {
-        let size = round_size(size);
-        POOL.with(|p| p.borrow_mut().take(size))
-    }
-
     /// A stack on memory the caller owns, like `pthread_attr_setstack`:
     /// `[lo, lo + size)`. It has no guard page and no canary (the memory is
     /// the caller's to check, as in glibc) and is never pooled.
@@ -170,14 +171,48 @@ impl FiberStack {
                 guard_lo: bottom,
                 guard: 0,
                 guarded: true,
-                foreign: true,
             },
+            pool: None,
+            base: top,
         })
     }
 
-    /// The usable range `[lo, hi)`.
+    /// The usable range `[lo, hi)` (below the TLS block, if it has one).
     pub fn bounds(&self) -> (usize, usize) {
-        (self.slot.guard_lo + self.slot.guard, self.slot.top)
+        (self.slot.guard_lo + self.slot.guard as usize, self.base)
+    }
+
+    /// Makes a TLS block at the top of the stack, as glibc does for a
+    /// thread's (see [`crate::tls`]), copying the header from the block
+    /// at `from`; the stack then starts below it. Returns its thread
+    /// pointer.
+    pub(crate) fn carve_tls(&mut self, g: &crate::tls::Glibc, from: usize) -> io::Result<usize> {
+        self.carve_tls_with(g, from, 0)
+    }
+
+    /// [`FiberStack::carve_tls`] reusing `dtv` (see [`crate::tls::Glibc::init_block`]).
+    fn carve_tls_with(&mut self, g: &crate::tls::Glibc, from: usize, dtv: usize) -> io::Result<usize> {
+        debug_assert_eq!(self.base, self.slot.top);
+        let tp = crate::tls::block_pointer(g, self.slot.top);
+        let lo = crate::tls::block_low(g, tp) & !15;
+        let (stack_lo, _) = self.bounds();
+        if lo < stack_lo + MIN_STACK_SIZE / 2 {
+            // Less than 8 KiB of stack would be left (glibc would refuse too).
+            // SAFETY: the DTV is ours to free (the caller's contract).
+            unsafe { g.free_dtv(dtv) };
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        // SAFETY: `[lo, top)` is the top of this stack's own memory, which
+        // no fiber runs on yet; `from` is the caller's complete block; the
+        // DTV, if any, was this slot's and nothing else uses it.
+        unsafe { g.init_block(tp, from, dtv)? };
+        self.base = lo;
+        Ok(tp)
+    }
+
+    /// The top of the stack's memory (above its TLS block, if it has one).
+    pub(crate) fn slot_top(&self) -> usize {
+        self.slot.top
     }
 
     /// Usable bytes (excluding the guard page).
@@ -187,7 +222,7 @@ impl FiberStack {
 
     /// The guard range `[lo, hi)`: a fault here is a stack overflow.
     pub fn guard_range(&self) -> (usize, usize) {
-        (self.slot.guard_lo, self.slot.guard_lo + self.slot.guard)
+        (self.slot.guard_lo, self.slot.guard_lo + self.slot.guard as usize)
     }
 
     /// Whether a guard page protects this stack (else only the canary).
@@ -198,7 +233,7 @@ impl FiberStack {
 
 impl Slot {
     fn size(&self) -> usize {
-        self.top - self.guard_lo - self.guard
+        self.top - self.guard_lo - self.guard as usize
     }
 }
 
@@ -209,9 +244,9 @@ unsafe impl Stack for FiberStack {
     #[inline]
     fn base(&self) -> StackPointer {
         // Read at every resume: no check on the hot path.
-        // SAFETY: `top` is the end of a mapped range (see the invariant),
-        // so it is not zero.
-        unsafe { StackPointer::new_unchecked(self.slot.top) }
+        // SAFETY: `base` is the end of a mapped range or the low end of the
+        // TLS block at its top (see the invariant), so it is not zero.
+        unsafe { StackPointer::new_unchecked(self.base) }
     }
     #[inline]
     fn limit(&self) -> StackPointer {
@@ -221,104 +256,194 @@ unsafe impl Stack for FiberStack {
 
 impl Drop for FiberStack {
     fn drop(&mut self) {
-        let slot = self.slot;
-        if slot.foreign {
-            return;
-        }
-        // At thread exit the pool may be gone: then the slot is leaked, which
-        // is harmless (regions are never unmapped).
-        let _ = POOL.try_with(|p| {
-            if let Ok(mut p) = p.try_borrow_mut() {
-                p.give(slot);
+        // A TLS block carved from the top: its fiber has finished or been
+        // abandoned, so it is installed nowhere. Its DTV stays with the slot.
+        let mut dtv = 0;
+        if self.base != self.slot.top {
+            if let Ok(g) = crate::tls::glibc() {
+                // SAFETY: the block carve_tls made at this very place.
+                dtv = unsafe { g.release_block(crate::tls::block_pointer(g, self.slot.top)) };
             }
+        }
+        let given = self.pool.is_some_and(|pool| {
+            // A stack dropped while the pool is busy (re-entered from a
+            // signal handler) is leaked, which is harmless: regions are
+            // never unmapped.
+            pool.classes
+                .try_borrow_mut()
+                .map(|mut classes| give(&mut classes, self.slot, dtv))
+                .is_ok()
         });
+        if !given {
+            if let Ok(g) = crate::tls::glibc() {
+                // SAFETY: released above, used by nothing else.
+                unsafe { g.free_dtv(dtv) };
+            }
+        }
     }
 }
 
 struct SizeClass {
     size: usize,
-    free: Vec<Slot>,
+    /// Free slots, each with the DTV its last TLS block kept (0: none).
+    free: Vec<(Slot, usize)>,
     /// The region being carved: next slot address and slots left.
     next: usize,
     left: usize,
 }
 
-struct Pool {
-    classes: Vec<SizeClass>,
+/// The stacks of one OS thread: free slots by size, and the regions being
+/// carved (see the [module](self) docs).
+///
+/// Not `Sync`: a pool serves the OS thread that made it, and as a
+/// `&'static` it cannot be handed to another. Making one also gives that
+/// thread the alternate signal stack the overflow report runs on.
+pub struct StackPool {
+    classes: RefCell<Vec<SizeClass>>,
+    /// Whether this thread's alternate signal stack is installed.
+    altstack: Cell<bool>,
+    /// The thread's own TLS, where fibers that share it run.
+    pub(crate) home: crate::Home,
 }
 
-thread_local! {
-    static POOL: RefCell<Pool> = const { RefCell::new(Pool { classes: Vec::new() }) };
+impl Default for StackPool {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
-impl Pool {
-    fn class(&mut self, size: usize) -> &mut SizeClass {
-        let i = match self.classes.iter().position(|c| c.size == size) {
-            Some(i) => i,
-            None => {
-                self.classes.push(SizeClass {
-                    size,
-                    free: Vec::new(),
-                    next: 0,
-                    left: 0,
-                });
-                self.classes.len() - 1
+impl StackPool {
+    /// An empty pool for the calling OS thread. Made in the thread's own
+    /// context (not in a fiber with TLS of its own): it records the
+    /// thread's TLS, where fibers that share it run.
+    pub fn new() -> StackPool {
+        StackPool {
+            classes: RefCell::new(Vec::new()),
+            altstack: Cell::new(false),
+            home: crate::Home::current(),
+        }
+    }
+
+    /// The thread pointer of the OS thread's own TLS (recorded when the
+    /// pool was made).
+    pub fn thread_pointer(&self) -> usize {
+        self.home.tp
+    }
+
+    /// A pool for the calling thread that lives as long as the process.
+    pub fn leak() -> &'static StackPool {
+        Box::leak(Box::new(StackPool::new()))
+    }
+
+    /// Takes a stack of `size` usable bytes (rounded up) from the pool,
+    /// reserving a new region when it has none free.
+    pub fn take(&'static self, size: usize) -> io::Result<FiberStack> {
+        let (stack, dtv) = self.take_slot(size)?;
+        if dtv != 0 {
+            if let Ok(g) = crate::tls::glibc() {
+                // SAFETY: the slot's kept DTV, which no block uses now.
+                unsafe { g.free_dtv(dtv) };
             }
+        }
+        Ok(stack)
+    }
+
+    /// [`StackPool::take`] with a TLS block carved from the top of the
+    /// stack (see [`crate::tls`]), its header copied from the block at
+    /// `from`; returns the stack and the block's thread pointer. A slot
+    /// whose last fiber had a block of its own gives its DTV to the new one.
+    pub(crate) fn take_tls(
+        &'static self,
+        g: &crate::tls::Glibc,
+        size: usize,
+        from: usize,
+    ) -> io::Result<(FiberStack, usize)> {
+        let (mut stack, dtv) = self.take_slot(size)?;
+        let tp = stack.carve_tls_with(g, from, dtv)?;
+        Ok((stack, tp))
+    }
+
+    fn take_slot(&'static self, size: usize) -> io::Result<(FiberStack, usize)> {
+        if !self.altstack.replace(true) {
+            crate::overflow::install_altstack();
+        }
+        let size = round_size(size);
+        let (slot, dtv) = take(&mut self.classes.borrow_mut(), size)?;
+        let stack = FiberStack {
+            slot,
+            pool: Some(self),
+            base: slot.top,
         };
-        &mut self.classes[i]
+        Ok((stack, dtv))
     }
+}
 
-    fn take(&mut self, size: usize) -> io::Result<FiberStack> {
-        let class = self.class(size);
-        if let Some(slot) = class.free.pop() {
-            return Ok(FiberStack { slot });
+fn class(classes: &mut Vec<SizeClass>, size: usize) -> &mut SizeClass {
+    let i = match classes.iter().position(|c| c.size == size) {
+        Some(i) => i,
+        None => {
+            classes.push(SizeClass {
+                size,
+                free: Vec::new(),
+                next: 0,
+                left: 0,
+            });
+            classes.len() - 1
         }
-        let page = page_size();
-        let slot = size + page;
-        if class.left == 0 {
-            let slots = (REGION_BYTES / slot).max(16);
-            let len = slots * slot;
-            // SAFETY: a fresh anonymous private mapping; no existing memory
-            // is affected. MAP_NORESERVE: only touched pages are committed.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                    -1,
-                    0,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                return Err(io::Error::last_os_error());
-            }
-            class.next = p as usize;
-            class.left = slots;
-        }
-        let lo = class.next;
-        class.next += slot;
-        class.left -= 1;
-        let guarded = install_guard(lo, page);
-        if !guarded {
-            // SAFETY: the canary word is the lowest usable word of the slot we
-            // just carved; nothing else refers to it.
-            unsafe { ((lo + page) as *mut u64).write_volatile(CANARY) };
-        }
-        Ok(FiberStack {
-            slot: Slot {
-                top: lo + slot,
-                guard_lo: lo,
-                guard: page,
-                guarded,
-                foreign: false,
-            },
-        })
-    }
+    };
+    &mut classes[i]
+}
 
-    fn give(&mut self, s: Slot) {
-        self.class(s.size()).free.push(s);
+fn take(classes: &mut Vec<SizeClass>, size: usize) -> io::Result<(Slot, usize)> {
+    let class = class(classes, size);
+    if let Some(free) = class.free.pop() {
+        return Ok(free);
     }
+    let page = page_size();
+    let slot = size + page;
+    if class.left == 0 {
+        let slots = (REGION_BYTES / slot).max(16);
+        let len = slots * slot;
+        // SAFETY: a fresh anonymous private mapping; no existing memory
+        // is affected. MAP_NORESERVE: only touched pages are committed.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        class.next = p as usize;
+        class.left = slots;
+    }
+    let lo = class.next;
+    class.next += slot;
+    class.left -= 1;
+    let guarded = install_guard(lo, page);
+    if !guarded {
+        // SAFETY: the canary word is the lowest usable word of the slot we
+        // just carved; nothing else refers to it.
+        unsafe { ((lo + page) as *mut u64).write_volatile(CANARY) };
+    }
+    Ok((
+        Slot {
+            top: lo + slot,
+            guard_lo: lo,
+            guard: page as u32,
+            guarded,
+        },
+        0,
+    ))
+}
+
+fn give(classes: &mut Vec<SizeClass>, s: Slot, dtv: usize) {
+    class(classes, s.size()).free.push((s, dtv));
 }
 
 /// Installs a guard page at `lo`; returns whether one is now in place.
@@ -379,10 +504,11 @@ mod tests {
 
     #[test]
     fn stacks_are_reused_from_the_pool() {
-        let a = FiberStack::new(64 * 1024).unwrap();
+        let pool = StackPool::leak();
+        let a = pool.take(64 * 1024).unwrap();
         let top = a.slot.top;
         drop(a);
-        let b = FiberStack::new(64 * 1024).unwrap();
+        let b = pool.take(64 * 1024).unwrap();
         assert_eq!(b.slot.top, top);
         assert!(b.size() >= 64 * 1024);
     }

@@ -1,7 +1,6 @@
 //! Hooks for the interposer's process and signal support: a callback at the
 //! end of each loop turn, and the reset of a hub in the child of `fork()`.
 
-use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::OnceLock;
 
@@ -10,12 +9,6 @@ use crate::{internal, pool, Hub};
 
 /// Set at most once: see [`set_poll_hook`].
 static POLL_HOOK: OnceLock<fn()> = OnceLock::new();
-
-thread_local! {
-    /// In the child of a fork made from a fiber: the root's own wait can
-    /// never end (what it waited for stayed in the parent).
-    static ORPHAN_ROOT: Cell<bool> = const { Cell::new(false) };
-}
 
 /// Registers `f` to run at the start of every poller turn (before the loop
 /// decides how long it may wait, and whether nothing can ever wake anything)
@@ -50,7 +43,7 @@ pub fn in_loop() -> bool {
 /// forked child whose only thread (a fiber) has ended, the process ends with
 /// status 0, as when the last thread of a process ends.
 pub(crate) fn exit_if_orphaned(hub: &Hub) {
-    if ORPHAN_ROOT.with(|o| o.get()) && hub.tasks.borrow().is_empty() {
+    if hub.orphan_root.get() && hub.tasks.borrow().is_empty() {
         let _g = internal::Guard::new();
         std::process::exit(0);
     }
@@ -93,7 +86,7 @@ pub fn reset_after_fork() {
     if !cur.is_root() {
         cur.index.set(0);
         tasks.push(cur.clone());
-        ORPHAN_ROOT.with(|o| o.set(true));
+        hub.orphan_root.set(true);
         // The root only drives the loop in this child: whatever it waited
         // for (a lock's wait list) must not resume it.
         hub.root.seq.set(hub.root.seq.get() + 1);

@@ -131,11 +131,10 @@ impl Hub {
         debug_assert!(self.beat.is_none());
         self.handing_over.set(Handover::Active);
         t.state.set(State::Running);
-        crate::set_current(next);
+        self.set_current(next);
         bump(&self.counters.switches);
-        // SAFETY: the hub belongs to this thread, and so does its errno slot.
-        let done = unsafe { f.resume_with_errno(self.errno) };
-        crate::set_current(me);
+        let done = f.resume();
+        self.set_current(me);
         // The common case: it yielded again. A fiber that ended, blocked or
         // exited suspends in another state (`Running` for the first and
         // last), so one test covers them all.

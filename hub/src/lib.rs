@@ -57,6 +57,7 @@ mod fd;
 mod fork;
 mod handover;
 mod park;
+mod per_thread;
 mod pool;
 pub mod reactor;
 mod remote;
@@ -78,9 +79,13 @@ pub use fd::{forget_fd, registered_high, wait_fd, wait_fds, Interest};
 pub use fork::{in_loop, reset_after_fork, set_poll_hook};
 pub use handover::yield_now;
 pub use park::{park, park_object, parked, parked_where, unpark, unpark_best, unpark_where, Park};
+pub use per_thread::PerThread;
 pub use pool::{offload, pool_size};
 pub use remote::{park_remote, unpark_from_elsewhere, wait_remote, RemoteWaker};
-pub use spawn::{exit_current, for_each_task, join, join_interruptible, join_until, live_fibers, spawn, Spawn};
+pub use spawn::{
+    around_fork, exit_current, for_each_task, home_thread_pointer, join, join_interruptible, join_until, live_fibers,
+    run_tls_destructors, spawn, Spawn,
+};
 pub use stats::{stalls, stats, stats_table, Stats};
 pub use task::{
     current, current_id, current_user, in_fiber, owner_id, root, with_current_fiber, State, Task, Waiting, Wake,
@@ -138,15 +143,23 @@ pub(crate) struct Hub {
     direct_budget: Cell<u32>,
     /// CPU time per fiber, once asked for ([`cputime`]).
     cpu: cputime::Clocks,
-    /// This thread's `errno` slot, looked up once (see
-    /// [`fiber::Fiber::resume_with_errno`]).
-    errno: *mut i32,
+    /// The root's `LOCAL`: the thread's own, which a fiber sharing the
+    /// thread's TLS reads too. Its `current` always names the running task
+    /// (see [`Hub::set_current`]).
+    root_local: *const Local,
+    /// This thread's fiber stacks.
+    stacks: fiber::StackPool,
+    /// In the child of a fork made from a fiber: the root's own wait can
+    /// never end (what it waited for stayed in the parent; see [`fork`]).
+    orphan_root: Cell<bool>,
 }
 
 /// What the hub keeps per OS thread, behind one thread-local: in a shared
 /// library every thread-local access is a `__tls_get_addr` call, and a hook
 /// that asks several of these questions (is this machinery? which task
-/// runs?) then pays for one.
+/// runs?) then pays for one. It has no destructor, so it can be read at any
+/// moment of the thread's life. A fiber with TLS of its own has a copy,
+/// seeded from the thread's when it starts ([`Local::seed`]).
 pub(crate) struct Local {
     /// This thread's hub, null until first used.
     pub(crate) hub: Cell<*const Hub>,
@@ -162,6 +175,8 @@ pub(crate) struct Local {
     /// Whether this OS thread runs fibers (see [`is_fiber_thread`]): 0 not
     /// asked yet, 1 yes, 2 no.
     pub(crate) fiber_thread: Cell<u8>,
+    /// The OS thread's [`PerThread`] slots, null until first used.
+    pub(crate) block: Cell<*const per_thread::Block>,
 }
 
 thread_local! {
@@ -173,6 +188,7 @@ thread_local! {
             root_hooks: Cell::new(0),
             tid: Cell::new(0),
             fiber_thread: Cell::new(0),
+            block: Cell::new(std::ptr::null()),
         }
     };
 }
@@ -183,10 +199,44 @@ pub(crate) fn current_ptr() -> *const Task {
     LOCAL.with(|l| l.current.get())
 }
 
-/// Makes `t` (null: the root) the task running now on this thread.
-#[inline(always)]
-pub(crate) fn set_current(t: *const Task) {
-    LOCAL.with(|l| l.current.set(t))
+impl Hub {
+    /// Makes `t` (null: the root) the task running now, as the root's
+    /// `LOCAL` says it: what the root and fibers sharing its TLS read. A
+    /// fiber with TLS of its own has its own `LOCAL`, whose `current` is
+    /// itself for its whole life (see [`Local::seed`]), so this one store
+    /// serves both kinds of fiber.
+    #[inline(always)]
+    pub(crate) fn set_current(&self, t: *const Task) {
+        // SAFETY: the root's LOCAL lives as long as its thread, which is
+        // the only one using this hub.
+        unsafe { (*self.root_local).current.set(t) }
+    }
+
+    /// The root's `LOCAL` (see [`Hub::root_local`]).
+    pub(crate) fn root_local(&self) -> &Local {
+        // SAFETY: as in set_current.
+        unsafe { &*self.root_local }
+    }
+}
+
+impl Local {
+    /// Makes the calling fiber's own `LOCAL` (in its own TLS block) say
+    /// what the thread's says: the hub, the thread's id and per-thread
+    /// block, that this thread runs fibers, and that the running task, the
+    /// one the hub is resuming, is current (for the fiber's whole life). A
+    /// fiber sharing the thread's TLS finds the thread's `LOCAL` itself.
+    pub(crate) fn seed(&self, hub: &'static Hub) {
+        let root = hub.root_local();
+        if std::ptr::eq(self, root) {
+            return;
+        }
+        self.hub.set(hub);
+        self.current.set(root.current.get());
+        self.depth.set(0);
+        self.tid.set(root.tid.get());
+        self.fiber_thread.set(1);
+        self.block.set(root.block.get());
+    }
 }
 
 impl Hub {
@@ -216,6 +266,7 @@ impl Hub {
     #[cold]
     fn create() -> &'static Hub {
         let _g = internal::Guard::new();
+        per_thread::make_block();
         let reactor = Reactor::new().unwrap_or_else(|e| {
             eprintln!("greenhook: cannot create the hub's poller: {e}");
             std::process::abort()
@@ -244,7 +295,9 @@ impl Hub {
             direct_left: Cell::new(direct_budget),
             direct_budget: Cell::new(direct_budget),
             cpu: cputime::Clocks::default(),
-            errno: fiber::errno::location(),
+            root_local: LOCAL.with(|l| l as *const Local),
+            stacks: fiber::StackPool::new(),
+            orphan_root: Cell::new(false),
             counters: Counters::default(),
         }));
         hub.root.state.set(State::Running);

@@ -159,7 +159,7 @@ impl Hub {
         let back = crate::current_ptr();
         let next: *const Task = t;
         t.state.set(State::Running);
-        crate::set_current(next);
+        self.set_current(next);
         bump(&self.counters.switches);
         if let Some(b) = &self.beat {
             self.beat(b, next);
@@ -167,15 +167,11 @@ impl Hub {
         if self.cpu.on.get() {
             self.cpu_resuming();
         }
-        // SAFETY: the hub belongs to this thread, and so does its errno slot.
-        let done = t
-            .fiber
-            .as_ref()
-            .is_some_and(|f| unsafe { f.resume_with_errno(self.errno) });
+        let done = t.fiber.as_ref().is_some_and(|f| f.resume());
         if self.cpu.on.get() {
             self.cpu_suspended(t);
         }
-        crate::set_current(back);
+        self.set_current(back);
         if let Some(b) = &self.beat {
             self.beat(b, back);
         }

@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use crate::stats::bump;
-use crate::{internal, Hub, State, Task, Waiting, Wake};
+use crate::{internal, with_current_fiber, Hub, State, Task, Waiting, Wake};
 
 /// Options for [`spawn`].
 #[derive(Default, Clone, Debug)]
@@ -24,6 +24,10 @@ pub struct Spawn {
     /// (`pthread_attr_setstack`). The caller guarantees the memory stays
     /// valid and unused until the fiber finishes.
     pub user_stack: Option<(usize, usize)>,
+    /// Run on the OS thread's TLS instead of a block of the fiber's own
+    /// (see [`fiber::Tls`]); fibers get their own wherever
+    /// [`fiber::tls::enabled`] says it works.
+    pub shared_tls: bool,
 }
 
 /// Spawns a fiber on this thread's hub. It is queued, not run: it first runs
@@ -40,6 +44,9 @@ fn spawn_task(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
     crate::LOCAL.with(|l| l.fiber_thread.set(1));
     hub.remote.register_fiber_hub();
     let body = move |_: fiber::Suspender<'_>| {
+        // First of all: a fiber with TLS of its own starts with an empty
+        // LOCAL, which must find the hub before anything asks.
+        crate::LOCAL.with(|l| l.seed(hub));
         // The fiber's own code begins: in no hook.
         internal::set_hook_depth(0);
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
@@ -49,10 +56,18 @@ fn spawn_task(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
         }
     };
     let name = opts.name.map(String::into_boxed_str);
+    let tls = if opts.shared_tls {
+        fiber::Tls::Shared
+    } else {
+        fiber::Tls::Own
+    };
     let fib = match opts.user_stack {
-        // SAFETY: the Spawn contract: the caller vouches for the memory.
-        Some((lo, size)) => fiber::Fiber::on_stack(name, unsafe { fiber::FiberStack::foreign(lo, size)? }, body)?,
-        None => fiber::Fiber::new(name, opts.stack_size, body)?,
+        Some((lo, size)) => {
+            // SAFETY: the Spawn contract: the caller vouches for the memory.
+            let stack = unsafe { fiber::FiberStack::foreign(lo, size)? };
+            fiber::Fiber::on_stack(&hub.stacks, name, stack, tls, body)?
+        }
+        None => fiber::Fiber::new(&hub.stacks, name, opts.stack_size, tls, body)?,
     };
     let t = Rc::new(Task::new(Some(fib)));
     {
@@ -142,6 +157,7 @@ pub fn join_interruptible(task: &Rc<Task>, deadline: Option<Instant>) -> Wake {
 /// # Panics
 /// When called from the root context (there is no fiber to end).
 pub fn exit_current() -> ! {
+    run_tls_destructors();
     {
         let cur = Hub::get().current();
         assert!(!cur.is_root(), "hub::exit_current called outside a fiber");
@@ -151,6 +167,43 @@ pub fn exit_current() -> ! {
     // SAFETY: the running task, a fiber (asserted above).
     unsafe { (*p).suspend() };
     unreachable!("an exited fiber was resumed")
+}
+
+/// Runs the calling fiber's thread-local destructors (C++ `thread_local`,
+/// Rust `thread_local!`) now, in its context, if it has TLS of its own;
+/// else does nothing. A fiber's return runs them anyway; this is for a
+/// fiber that ends otherwise (`pthread_exit`, cancellation), in the order
+/// glibc's thread exit keeps (after cleanup handlers, before key
+/// destructors). Idempotent.
+pub fn run_tls_destructors() {
+    let own = with_current_fiber(|f| f.is_some_and(|f| f.has_own_tls()));
+    // SAFETY: we run on the current fiber's stack; `own` is its TLS.
+    unsafe { fiber::tls::run_destructors(own) };
+}
+
+/// Runs `f` (a `fork`) with the OS thread's own thread pointer installed
+/// when the caller is a fiber with TLS of its own, so that glibc's child
+/// bookkeeping (its list of thread descriptors, the robust list, the stack
+/// cache) acts on the thread's descriptor and never links a fiber's block
+/// into its lists; the fiber's block then gets the thread's new `tid` and
+/// `errno`. `atfork` handlers see the thread's TLS, not the fiber's.
+pub fn around_fork<R>(f: impl FnOnce() -> R) -> R {
+    let own = with_current_fiber(|f| f.is_some_and(|f| f.has_own_tls()));
+    match Hub::existing() {
+        // SAFETY: root_local's address is inside the thread's own static
+        // TLS block, whose thread pointer the pool recorded; f is a fork,
+        // which does not switch fibers.
+        Some(hub) if own => unsafe { fiber::tls::with_thread_pointer(hub.stacks.thread_pointer(), f) },
+        _ => f(),
+    }
+}
+
+/// The thread pointer of the OS thread's own TLS while the caller is a
+/// fiber with TLS of its own (whose thread pointer is its own block's);
+/// None elsewhere, where the caller's thread pointer is the thread's.
+pub fn home_thread_pointer() -> Option<usize> {
+    let own = with_current_fiber(|f| f.is_some_and(|f| f.has_own_tls()));
+    Hub::existing().filter(|_| own).map(|h| h.stacks.thread_pointer())
 }
 
 /// Fibers alive on this thread's hub (0 when it has none).

@@ -168,16 +168,25 @@ impl Drop for Entered {
 
 /// Runs the program's code `f` from inside a hook (see the module docs):
 /// at hook depth 0, so that signals reach it as they reach the program
-/// anywhere else, and the depth given back afterwards. Code that leaves by
-/// `longjmp` stays at 0, which is right: it lands in the program.
+/// anywhere else, and the depth given back afterwards, also when `f` is
+/// left by glibc's forced unwind (a cancellation or `pthread_exit` inside
+/// it unwinds through the hook, whose own exit then lowers the depth it
+/// raised). Code that leaves by `longjmp` stays at 0, which is right: it
+/// lands in the program.
 #[inline]
 #[cfg_attr(not(greenhook_linux_hooks), allow(dead_code))] // portable build: sleeps only
 pub(crate) fn program<R>(f: impl FnOnce() -> R) -> R {
-    let d = hub::internal::hook_depth();
+    /// Gives the depth back when dropped, on return or unwind.
+    struct GiveBack(u32);
+    impl Drop for GiveBack {
+        #[inline(always)]
+        fn drop(&mut self) {
+            hub::internal::set_hook_depth(self.0);
+        }
+    }
+    let _back = GiveBack(hub::internal::hook_depth());
     hub::internal::set_hook_depth(0);
-    let r = f();
-    hub::internal::set_hook_depth(d);
-    r
+    f()
 }
 
 #[cold]

@@ -80,6 +80,14 @@ pub const SETTINGS: &[Setting] = &[
         default: "fibers",
     },
     Setting {
+        var: "GREENHOOK_TLS",
+        option: Some("--shared-tls"),
+        arg: "",
+        value: Value::Fixed("shared"),
+        meaning: "shared: fibers share their thread's TLS (denser, no per-fiber __thread)",
+        default: "fiber",
+    },
+    Setting {
         var: "GREENHOOK_POOL_SIZE",
         option: Some("--pool-size"),
         arg: "N",

@@ -14,6 +14,7 @@ const ENV_VARS: &[&str] = &[
     "GREENHOOK_STALL_MS",
     "GREENHOOK_STATS",
     "GREENHOOK_THREADS",
+    "GREENHOOK_TLS",
     "GREENHOOK_POOL_SIZE",
     "LD_PRELOAD",
 ];
@@ -381,6 +382,7 @@ fn help_documents_every_subcommand_option_and_variable() {
         "--stall-ms N",
         "--stats",
         "--no-threads",
+        "--shared-tls",
         "--pool-size N",
     ]) {
         assert!(r.stdout.contains(word), "--help does not mention {word}:\n{}", r.stdout);

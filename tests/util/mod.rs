@@ -90,8 +90,8 @@ fn mtime(path: &Path) -> Option<SystemTime> {
 static COMPILE_LOCK: Mutex<()> = Mutex::new(());
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// Compiles `tests/c/<name>.c` into `<target>/ctests/<name>` and returns the
-/// binary's path.
+/// Compiles `tests/c/<name>.c` (or the C++ `tests/c/<name>.cc`) into
+/// `<target>/ctests/<name>` and returns the binary's path.
 ///
 /// The compiler runs only if the binary is missing or older than the source
 /// (or than any `.h` file in `tests/c`); libraries come from the source's
@@ -101,8 +101,27 @@ static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// warnings are echoed to stderr; a failed compilation panics with the
 /// compiler's output.
 pub fn compile(name: &str) -> PathBuf {
+    build(name, &[], name)
+}
+
+/// Compiles `tests/c/<name>.c` into a shared library (`-shared -fPIC`),
+/// `lib<name>.so` beside the test binaries, as [`compile`] does programs.
+pub fn compile_shared(name: &str) -> PathBuf {
+    build(name, &["-shared", "-fPIC"], &format!("lib{name}.so"))
+}
+
+/// [`compile`] and [`compile_shared`]: `tests/c/<name>.c` with `$CC` (or
+/// `<name>.cc` with `$CXX`, default `c++`), with `extra` flags, into
+/// `<target>/ctests/<out>`.
+fn build(name: &str, extra_flags: &[&str], out: &str) -> PathBuf {
     let src_dir = c_source_dir();
-    let src = src_dir.join(format!("{name}.c"));
+    let c = src_dir.join(format!("{name}.c"));
+    let cxx = src_dir.join(format!("{name}.cc"));
+    let (src, compiler_var, default_compiler) = if c.exists() || !cxx.exists() {
+        (c, "CC", "cc")
+    } else {
+        (cxx, "CXX", "c++")
+    };
     let src_time = mtime(&src).unwrap_or_else(|| panic!("C test source {} not found", src.display()));
     let newest_input = std::fs::read_dir(&src_dir)
         .into_iter()
@@ -115,7 +134,7 @@ pub fn compile(name: &str) -> PathBuf {
 
     let out_dir = target_dir().join("ctests");
     std::fs::create_dir_all(&out_dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", out_dir.display()));
-    let bin = out_dir.join(name);
+    let bin = out_dir.join(out);
 
     let _guard = COMPILE_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     if mtime(&bin).is_some_and(|t| t >= newest_input) {
@@ -123,14 +142,14 @@ pub fn compile(name: &str) -> PathBuf {
     }
 
     let tmp = out_dir.join(format!(
-        ".{name}.tmp.{}.{}",
+        ".{out}.tmp.{}.{}",
         std::process::id(),
         TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
-    let cc = std::env::var("CC")
+    let cc = std::env::var(compiler_var)
         .ok()
         .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| "cc".into());
+        .unwrap_or_else(|| default_compiler.into());
     let mut cc_words = cc.split_whitespace();
     let program = cc_words.next().expect("CC is not empty");
     let extra = std::env::var("GREENHOOK_TEST_CFLAGS").unwrap_or_default();
@@ -138,6 +157,7 @@ pub fn compile(name: &str) -> PathBuf {
     cmd.args(cc_words)
         .args(CFLAGS)
         .args(extra.split_whitespace())
+        .args(extra_flags)
         .arg(&src)
         .arg("-o")
         .arg(&tmp)
@@ -501,7 +521,12 @@ pub fn differential_ticking(name: &str, args: &[&str]) -> (Run, Run) {
 /// The value of the first stderr line `<label>.time_ms=<n>` (one timed wait
 /// inside a program, e.g. `named_time_ms(&run.stderr, "recv_so_rcvtimeo")`).
 pub fn named_time_ms(stderr: &str, label: &str) -> Option<u64> {
-    let prefix = format!("{label}.time_ms=");
+    named_value(stderr, &format!("{label}.time_ms"))
+}
+
+/// The value of the first stderr line `<name>=<n>` (e.g. `rss_kib.1000`).
+pub fn named_value(stderr: &str, name: &str) -> Option<u64> {
+    let prefix = format!("{name}=");
     stderr
         .lines()
         .find_map(|l| l.trim().strip_prefix(prefix.as_str()))

@@ -200,7 +200,7 @@ fn run_now(sig: c_int, v: &Via, info: *mut siginfo_t, uc: *mut c_void) -> bool {
         Defer,
     }
     let id = hub::current_id();
-    let plan = state::with(|st| {
+    let plan = state::existing(|st| {
         match st.try_ready() {
             None => return Plan::Defer,
             Some(false) => return Plan::Plain,
@@ -220,10 +220,7 @@ fn run_now(sig: c_int, v: &Via, info: *mut siginfo_t, uc: *mut c_void) -> bool {
     if let Plan::Defer = plan {
         return false;
     }
-    let d = hub::internal::hook_depth();
-    hub::internal::set_hook_depth(0);
-    call(sig, v, info, uc);
-    hub::internal::set_hook_depth(d);
+    crate::hook::program(|| call(sig, v, info, uc));
     if let Plan::Virtual(old) = plan {
         state::with(|st| {
             st.note_handler(id, v.flags & libc::SA_RESTART != 0);
@@ -481,10 +478,7 @@ fn run_action(id: u64, e: Entry) -> Ran {
     bits_to_set(old, &mut uc.uc_sigmask);
     let mut info = e.info;
     let saved = errno::get();
-    let d = hub::internal::hook_depth();
-    hub::internal::set_hook_depth(0);
-    call(sig, &v, &mut info, (&raw mut uc).cast());
-    hub::internal::set_hook_depth(d);
+    crate::hook::program(|| call(sig, &v, &mut info, (&raw mut uc).cast()));
     errno::set(saved);
     let back = set_to_bits(&uc.uc_sigmask) & !UNBLOCKABLE;
     state::with(|st| st.note_handler(id, v.flags & libc::SA_RESTART != 0));

@@ -70,23 +70,29 @@ pub(super) struct State {
     due: Cell<u32>,
 }
 
-thread_local! {
-    static STATE: State = const {
-        State {
-            root: RefCell::new(None),
-            fibers: RefCell::new(HashMap::with_hasher(BuildHasherDefault::new())),
-            accept: [const { Cell::new(0) }; NSIG],
-            real: Cell::new(None),
-            waiters: RefCell::new(Vec::new()),
-            due: Cell::new(0),
-        }
-    };
+/// Per OS thread, shared by its fibers (see `hub::PerThread`: with TLS per
+/// fiber a `thread_local!` would be per fiber, and it would be gone during
+/// the thread's TLS destructors).
+static STATE: hub::PerThread<State> = hub::PerThread::new(|| State {
+    root: RefCell::new(None),
+    fibers: RefCell::new(HashMap::with_hasher(BuildHasherDefault::new())),
+    accept: [const { Cell::new(0) }; NSIG],
+    real: Cell::new(None),
+    waiters: RefCell::new(Vec::new()),
+    due: Cell::new(0),
+});
+
+/// Runs `f` with this thread's state, made on first use. Always `Some`
+/// (callers written for a state that could be gone keep their fallback).
+pub(super) fn with<R>(f: impl FnOnce(&State) -> R) -> Option<R> {
+    Some(STATE.with(f))
 }
 
-/// Runs `f` with this thread's state; None once thread-locals are gone
-/// (thread exit), where callers fall back to the real calls.
-pub(super) fn with<R>(f: impl FnOnce(&State) -> R) -> Option<R> {
-    STATE.try_with(f).ok()
+/// Runs `f` with this thread's state if it was made; a signal handler's
+/// way, which must not allocate (a thread without state has masks that
+/// are not virtual).
+pub(super) fn existing<R>(f: impl FnOnce(&State) -> R) -> Option<R> {
+    STATE.with_existing(f)
 }
 
 /// The id of the root context (fibers' ids start at 1).

@@ -25,7 +25,7 @@
 use hub::Interest;
 use libc::{c_char, c_int, c_void, size_t, ssize_t, FILE};
 
-use super::{clear_error, fd_of, flags, io, kind, locked, set_error, stdin, Kind, ERR_SEEN};
+use super::{clear_error, coop_locked, fd_of, flags, io, kind, locked, set_error, stdin, Kind, ERR_SEEN};
 use crate::errno;
 use crate::hook::hook;
 
@@ -96,7 +96,9 @@ fn fgets_with(
 ) -> *mut c_char {
     if n <= 1 || s.is_null() || kind(f) == Kind::Pass {
         // SAFETY: forwarded unchanged (glibc handles the edge cases).
-        return unsafe { real(s, n, f) };
+        return locked(f, lock && !f.is_null() && crate::gate::cooperative(), || unsafe {
+            real(s, n, f)
+        });
     }
     crate::cancel_point();
     locked(f, lock, || fgets_coop(s, n, f))
@@ -158,7 +160,9 @@ fn fread_with(
     let total = size.checked_mul(n);
     let (Some(total), false) = (total, kind(f) == Kind::Pass || p.is_null()) else {
         // SAFETY: forwarded unchanged.
-        return unsafe { real(p, size, n, f) };
+        return locked(f, lock && !f.is_null() && crate::gate::cooperative(), || unsafe {
+            real(p, size, n, f)
+        });
     };
     if total == 0 {
         return 0;
@@ -181,7 +185,7 @@ fn fread_with(
 fn getdelim_with(line: *mut *mut c_char, n: *mut size_t, delim: c_int, f: *mut FILE) -> ssize_t {
     if line.is_null() || n.is_null() || kind(f) == Kind::Pass {
         // SAFETY: forwarded unchanged.
-        return unsafe { getdelim::real(line, n, delim, f) };
+        return coop_locked(f, || unsafe { getdelim::real(line, n, delim, f) });
     }
     crate::cancel_point();
     // SAFETY: non-null caller pointers to the line buffer and its size.
@@ -295,22 +299,21 @@ hook! {
 
 // ---------------------------------------------------------------- characters
 
-/// A single-character read: fill, then the real call (which finds data).
-fn getc_with(f: *mut FILE, op: impl FnOnce() -> c_int) -> c_int {
+/// A single-character read: fill, then the real call (which finds data);
+/// `lock` for the entry points that lock the FILE.
+fn getc_with(f: *mut FILE, lock: bool, op: impl FnOnce() -> c_int) -> c_int {
+    let lock = lock && !f.is_null() && crate::gate::cooperative();
     if kind(f) == Kind::Pass {
-        return op();
+        return locked(f, lock, op);
     }
     crate::cancel_point();
-    if !fill(f) {
-        return libc::EOF;
-    }
-    op()
+    locked(f, lock, || if fill(f) { op() } else { libc::EOF })
 }
 
 /// The character reads: `name(args) on stream => real`, where `real` is the
 /// glibc function called once the buffer holds data.
 macro_rules! getc_hooks {
-    ($($name:ident($($arg:ident),*) on $file:expr => $real:ident;)*) => {
+    ($($name:ident($($arg:ident),*) on $file:expr => $real:ident, $lock:expr;)*) => {
         hook! {$(
             #[doc = concat!("`", stringify!($name), "(3)`: waits for input on the hub when the buffer is empty.")]
             [stdio] fn $name($($arg: *mut FILE),*) -> c_int {
@@ -318,19 +321,19 @@ macro_rules! getc_hooks {
                 #[allow(unused_unsafe)]
                 let f = unsafe { $file };
                 // SAFETY: forwarded unchanged.
-                getc_with(f, || unsafe { $real::real(f) })
+                getc_with(f, $lock, || unsafe { $real::real(f) })
             }
         )*}
     };
 }
 
 getc_hooks! {
-    fgetc(f) on f => fgetc;
-    getc(f) on f => getc;
-    fgetc_unlocked(f) on f => fgetc_unlocked;
-    getc_unlocked(f) on f => getc_unlocked;
-    getchar() on stdin => getc;
-    getchar_unlocked() on stdin => getc_unlocked;
+    fgetc(f) on f => fgetc, true;
+    getc(f) on f => getc, true;
+    fgetc_unlocked(f) on f => fgetc_unlocked, false;
+    getc_unlocked(f) on f => getc_unlocked, false;
+    getchar() on stdin => getc, true;
+    getchar_unlocked() on stdin => getc_unlocked, false;
 }
 
 // ---------------------------------------------------------------- scanf

@@ -30,16 +30,38 @@
 //! waits until the final flush fits and drops the fd's registration before
 //! glibc closes it internally.
 //!
+//! **FILE locks.** glibc's FILE lock is recursive for its owner, the
+//! thread descriptor (`THREAD_SELF`) that took it. With per-fiber TLS each
+//! fiber has a descriptor of its own, so a fiber that waits on the hub while
+//! holding a FILE (inside `fgets`, a long `fwrite` to a full pipe, or
+//! between its own `flockfile` and `funlockfile`) owns it meanwhile, as a
+//! thread would; another fiber's stdio call on that FILE would then wait for
+//! the lock in the kernel, blocking the OS thread, the holder included.
+//! So every hook here takes the lock itself first, cooperatively
+//! ([`acquire`]): `ftrylockfile`, and while another fiber of this thread
+//! holds it, a wait on the hub that the holder's release ends (another OS
+//! thread's hold, such as the offload worker running a `scanf`, is polled
+//! every 10 ms). `flockfile`, `funlockfile` and `ftrylockfile` are hooked
+//! the same way, so a user's lock held across a sleep serialises the other
+//! fibers' output exactly as it serialises threads. Formatted output waits
+//! for room before it takes the lock; calls that refill or write in pieces
+//! hold it across their waits, as glibc holds it across a blocking
+//! `read`/`write`. With shared TLS the lock is the OS thread's and recursive
+//! for every fiber: they may interleave, as before.
+//!
 //! **What remains.**
 //! - Streams flushed by `exit()` are flushed by glibc directly.
-//! - FILE locks belong to the OS thread: while fiber A waits inside
-//!   `fgets(f)` (holding `f`'s lock), fiber B on the same hub can enter
-//!   `f` too (the lock is recursive for the owning thread) and the two
-//!   interleave at refill boundaries.
+//! - glibc functions that lock a FILE internally and have no hook here
+//!   (`ferror`, `feof`, `fseek`, `ungetc`, `perror`, wide-character stdio…)
+//!   still wait in the kernel if another fiber holds that FILE across a
+//!   wait: the OS thread stalls until... never, if the holder is a fiber of
+//!   it. The common output and input calls are hooked.
 //! - The `scanf` family and formatted output have limits of their own (see
 //!   [`input`] and [`output`]).
 
 use libc::{c_char, c_int, FILE};
+
+use crate::hook::hook;
 
 mod input;
 mod output;
@@ -51,12 +73,11 @@ pub(crate) use input::{fgets, fgets_unlocked, fread, fread_unlocked};
 extern "C" {
     static mut stdin: *mut FILE;
     static mut stdout: *mut FILE;
-    fn flockfile(f: *mut FILE);
-    fn funlockfile(f: *mut FILE);
 }
 
 /// The leading fields of glibc's `struct _IO_FILE` (x86-64 and aarch64
-/// layout: an `int` padded to 8, then pointers), which these hooks read.
+/// layout: an `int` padded to 8, then pointers; `bits/types/struct_FILE.h`),
+/// which these hooks read.
 #[repr(C)]
 struct IoFile {
     flags: c_int,
@@ -68,6 +89,27 @@ struct IoFile {
     write_end: *mut c_char,
     buf_base: *mut c_char,
     buf_end: *mut c_char,
+    save_base: *mut c_char,
+    backup_base: *mut c_char,
+    save_end: *mut c_char,
+    markers: *mut libc::c_void,
+    chain: *mut FILE,
+    fileno: c_int,
+    flags2: c_int,
+    old_offset: libc::c_long,
+    cur_column: u16,
+    vtable_offset: i8,
+    shortbuf: [c_char; 1],
+    /// glibc's `_IO_lock_t`: `{ int lock; int cnt; void *owner; }`.
+    lock: *mut IoLock,
+}
+
+/// glibc's recursive FILE lock: the owner is the holder's thread descriptor.
+#[repr(C)]
+struct IoLock {
+    lock: c_int,
+    cnt: c_int,
+    owner: *mut libc::c_void,
 }
 
 /// `_IO_ERR_SEEN`.
@@ -125,16 +167,111 @@ fn clear_error(f: *mut FILE) {
     unsafe { (*io(f)).flags &= !ERR_SEEN };
 }
 
-/// Runs `op` with `f` locked (for the locked entry points).
+/// Runs `op` with `f` locked (for the locked entry points), the lock taken
+/// cooperatively ([`acquire`]).
 fn locked<R>(f: *mut FILE, lock: bool, op: impl FnOnce() -> R) -> R {
     if lock {
-        // SAFETY: a live FILE.
-        unsafe { flockfile(f) };
+        acquire(f);
     }
     let r = op();
     if lock {
-        // SAFETY: locked above by this thread.
-        unsafe { funlockfile(f) };
+        release(f);
     }
     r
+}
+
+/// Runs `op`, which takes `f`'s lock inside glibc, with the lock taken
+/// here first, cooperatively, where other fibers could be holding it.
+fn coop_locked<R>(f: *mut FILE, op: impl FnOnce() -> R) -> R {
+    locked(f, !f.is_null() && crate::gate::cooperative(), op)
+}
+
+/// Runs `op`, which locks `f` and frees it (`fclose`), once the lock is
+/// free for us: taken cooperatively and let go again at once (nothing else
+/// runs on this thread in between), since nothing of `f` is left after.
+fn coop_acquired<R>(f: *mut FILE, op: impl FnOnce() -> R) -> R {
+    if !f.is_null() && crate::gate::cooperative() {
+        acquire(f);
+        // SAFETY: taken just above.
+        unsafe { funlockfile::real(f) };
+    }
+    op()
+}
+
+/// Takes `f`'s lock as `flockfile` does (recursively for its holder), but
+/// while another context holds it, waits on the hub rather than in the
+/// kernel (see the [module](self) docs). Where no fiber could run
+/// meanwhile, it is `flockfile` itself.
+pub(crate) fn acquire(f: *mut FILE) {
+    loop {
+        // SAFETY: a live FILE (the caller's stdio contract).
+        if unsafe { ftrylockfile::real(f) } == 0 {
+            return;
+        }
+        if !crate::gate::cooperative() {
+            // SAFETY: as above.
+            return unsafe { flockfile::real(f) };
+        }
+        // A holder on this OS thread (a fiber, or the root) releases
+        // through `release`, which wakes us; another OS thread's hold is
+        // polled.
+        let poll = (!held_on_this_thread(f)).then(|| std::time::Instant::now() + std::time::Duration::from_millis(10));
+        hub::park_object("FILE lock", f as usize, 0, poll, || true);
+    }
+}
+
+/// Lets go of `f`'s lock (taken by [`acquire`] or `flockfile`) and wakes
+/// the fibers waiting for it, which try again.
+pub(crate) fn release(f: *mut FILE) {
+    // SAFETY: a FILE the caller holds.
+    unsafe { funlockfile::real(f) };
+    if hub::parked(f as usize) > 0 {
+        hub::unpark(f as usize, usize::MAX);
+    }
+}
+
+/// Whether `f`'s lock is held by a context of the calling OS thread (the
+/// holder's descriptor records this thread's kernel id). Without per-fiber
+/// TLS every such context shares one descriptor and `ftrylockfile` would
+/// have succeeded: the holder is another OS thread.
+fn held_on_this_thread(f: *mut FILE) -> bool {
+    // SAFETY: a live glibc FILE; its lock pointer and the owner field are
+    // read, and the owner, a holder's descriptor, is alive while it holds.
+    unsafe {
+        let lock = (*io(f)).lock;
+        if lock.is_null() {
+            return false;
+        }
+        let owner = std::ptr::read_volatile(&raw const (*lock).owner) as usize;
+        owner != 0 && fiber::tls::same_os_thread(owner)
+    }
+}
+
+hook! {
+    /// `flockfile(3)`: while another fiber holds the FILE, waits on the hub
+    /// (see the [module](self) docs).
+    [stdio] fn flockfile(f: *mut FILE) {
+        if crate::gate::patched() {
+            acquire(f)
+        } else {
+            // SAFETY: forwarded unchanged.
+            unsafe { flockfile::real(f) }
+        }
+    }
+
+    /// `ftrylockfile(3)`: never waits, so glibc's own.
+    [stdio] fn ftrylockfile(f: *mut FILE) -> c_int {
+        // SAFETY: forwarded unchanged.
+        unsafe { ftrylockfile::real(f) }
+    }
+
+    /// `funlockfile(3)`: wakes the fibers waiting for the FILE.
+    [stdio] fn funlockfile(f: *mut FILE) {
+        if crate::gate::on() {
+            release(f)
+        } else {
+            // SAFETY: forwarded unchanged.
+            unsafe { funlockfile::real(f) }
+        }
+    }
 }

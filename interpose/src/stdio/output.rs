@@ -14,7 +14,7 @@
 use hub::Interest;
 use libc::{c_char, c_int, c_void, size_t, FILE};
 
-use super::{fd_of, io, kind, locked, set_error, stdout, Kind};
+use super::{coop_acquired, coop_locked, fd_of, io, kind, locked, set_error, stdout, Kind};
 use crate::errno;
 use crate::fdtable;
 use crate::hook::hook;
@@ -96,22 +96,26 @@ pub(super) fn emit<R>(f: *mut FILE, len: Option<usize>, fail: R, op: impl FnOnce
             return fail;
         }
     };
-    if k != Kind::Managed {
+    // The wait for room is over; glibc takes the FILE's lock inside `op`:
+    // take it first without blocking the hub (see the module docs).
+    coop_locked(f, || {
+        if k != Kind::Managed {
+            errno::set(saved);
+            return op();
+        }
+        let fd = fd_of(f);
+        // SAFETY: the status flags of our own managed fd, restored below.
+        let fl = unsafe { next::fcntl(fd, libc::F_GETFL, 0) };
+        // SAFETY: as above.
+        unsafe { next::fcntl(fd, libc::F_SETFL, (fl & !libc::O_NONBLOCK) as usize) };
         errno::set(saved);
-        return op();
-    }
-    let fd = fd_of(f);
-    // SAFETY: the status flags of our own managed fd, restored below.
-    let fl = unsafe { next::fcntl(fd, libc::F_GETFL, 0) };
-    // SAFETY: as above.
-    unsafe { next::fcntl(fd, libc::F_SETFL, (fl & !libc::O_NONBLOCK) as usize) };
-    errno::set(saved);
-    let r = op();
-    let e = errno::get();
-    // SAFETY: restores the flags read above.
-    unsafe { next::fcntl(fd, libc::F_SETFL, fl as usize) };
-    errno::set(e);
-    r
+        let r = op();
+        let e = errno::get();
+        // SAFETY: restores the flags read above.
+        unsafe { next::fcntl(fd, libc::F_SETFL, fl as usize) };
+        errno::set(e);
+        r
+    })
 }
 
 /// `fwrite` and `fwrite_unlocked` (and the strings of `fputs` and `puts`):
@@ -129,7 +133,7 @@ fn fwrite_with(lock: bool, p: *const c_void, size: size_t, n: size_t, f: *mut FI
     };
     let total = size.checked_mul(n);
     let (Some(total), false) = (total, total == Some(0) || kind(f) == Kind::Pass) else {
-        return real(p, size, n);
+        return locked(f, lock && crate::gate::cooperative(), || real(p, size, n));
     };
     crate::cancel_point();
     locked(f, lock, || {
@@ -243,7 +247,8 @@ hook! {
                 fdtable::forget(fd);
             }
         }
-        // SAFETY: forwarded unchanged.
-        unsafe { fclose::real(f) }
+        // SAFETY: forwarded unchanged. The lock is taken first, cooperatively,
+        // and glibc's fclose lets go of it with the FILE.
+        coop_acquired(f, || unsafe { fclose::real(f) })
     }
 }

@@ -32,10 +32,9 @@ const KIND_ERRORCHECK: i32 = 2;
 const LOCKED: i32 = 1;
 const LOCKED_WAITERS: i32 = 2;
 
-thread_local! {
-    /// Robust mutexes held, by owner id.
-    static ROBUST_HELD: RefCell<HashMap<i32, Vec<usize>>> = RefCell::new(HashMap::new());
-}
+/// Robust mutexes held, by owner id; per OS thread (see `hub::PerThread`).
+static ROBUST_HELD: hub::PerThread<RefCell<HashMap<i32, Vec<usize>>>> =
+    hub::PerThread::new(|| RefCell::new(HashMap::new()));
 
 /// The mutex kind (0 normal/adaptive, 1 recursive, 2 errorcheck) from the
 /// `__kind` word.

@@ -1,8 +1,10 @@
 //! How a pthread fiber ends, by returning from its start routine, by
 //! `pthread_exit` or by cancellation: the value is stored, the cleanup
 //! handlers pushed with `pthread_cleanup_push` run (innermost first), then
-//! the key destructors, then the robust mutexes it still holds become
-//! "owner died"; the fiber ends without unwinding its stack.
+//! its thread-local destructors (C++ `thread_local`, with TLS of its own),
+//! then the key destructors, as glibc's thread exit orders them; then the
+//! robust mutexes it still holds become "owner died"; the fiber ends
+//! without unwinding its stack.
 //!
 //! We keep each fiber's cleanup chain by hooking
 //! `__pthread_register_cancel`/`__pthread_unregister_cancel` (what the
@@ -42,6 +44,7 @@ pub(super) fn finish(h: usize, r: *mut c_void) {
         rec.exiting.set(true);
         rec.cancel.take();
     }
+    hub::run_tls_destructors();
     keys::run_fiber_destructors();
     crate::sync::owner_died();
     crate::signal::thread_ended(&hub::current());

@@ -32,10 +32,9 @@ const DETACHED_KEPT: usize = 1024;
 /// The next serial number (0 is never issued).
 static NEXT: AtomicUsize = AtomicUsize::new(1);
 
-thread_local! {
-    /// Handles of detached threads that ended, oldest first.
-    static DETACHED: RefCell<VecDeque<usize>> = const { RefCell::new(VecDeque::new()) };
-}
+/// Handles of detached threads that ended, oldest first (per OS thread:
+/// see `hub::PerThread`).
+static DETACHED: hub::PerThread<RefCell<VecDeque<usize>>> = hub::PerThread::new(|| RefCell::new(VecDeque::new()));
 
 /// A new handle, unique in the process.
 pub(super) fn new_handle() -> usize {

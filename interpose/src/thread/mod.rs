@@ -134,10 +134,9 @@ struct Root {
     joined: Cell<bool>,
 }
 
-thread_local! {
-    static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
-    static ROOT: Root = Root::default();
-}
+// Per OS thread, not `thread_local!`: see `hub::PerThread`.
+static REGISTRY: hub::PerThread<RefCell<Registry>> = hub::PerThread::new(|| RefCell::new(Registry::default()));
+static ROOT: hub::PerThread<Root> = hub::PerThread::new(Root::default);
 
 fn lookup(t: pthread_t) -> Option<Rc<Record>> {
     REGISTRY.with(|r| r.borrow().get(&(t as usize)).cloned())
@@ -243,8 +242,7 @@ fn resolve(t: pthread_t) -> Target {
 /// OS thread (and with it the fibers the joined thread may wait for). A
 /// thread joining its own OS thread gets glibc's answer (`EDEADLK`) at once.
 fn join_real(t: pthread_t, join: impl FnOnce() -> c_int) -> c_int {
-    // SAFETY: no arguments.
-    let me = unsafe { pthread_self::real() };
+    let me = os_thread_self();
     if t == me || !crate::gate::cooperative() {
         // Blocks in the kernel: a handler may run there, as without us.
         return crate::hook::program(join);
@@ -454,8 +452,19 @@ fn root_exited(v: *mut c_void) {
 
 /// Whether `t` is the root of this hub, joined from one of its fibers.
 fn is_own_root(t: pthread_t) -> bool {
-    // SAFETY: no arguments.
-    hub::in_fiber() && t == unsafe { pthread_self::real() }
+    hub::in_fiber() && t == os_thread_self()
+}
+
+/// The calling OS thread's own `pthread_t`, also inside a fiber with TLS
+/// of its own, whose real `pthread_self` names the fiber's block (glibc's
+/// `pthread_t` is the thread pointer on x86-64, the one platform where
+/// fibers have TLS of their own).
+pub(crate) fn os_thread_self() -> pthread_t {
+    match hub::home_thread_pointer() {
+        Some(tp) => tp as pthread_t,
+        // SAFETY: no arguments.
+        None => unsafe { pthread_self::real() },
+    }
 }
 
 /// The body of every join: by what `t` names.
@@ -601,9 +610,9 @@ hook! {
     [thread] fn pthread_self() -> pthread_t {
         match hub::current_user() {
             Some(u) if u != 0 => u as pthread_t,
-            // A fiber not made by pthread_create (the Rust API's).
-            // SAFETY: no arguments.
-            _ => unsafe { pthread_self::real() },
+            // A fiber not made by pthread_create (the Rust API's): its OS
+            // thread's.
+            _ => os_thread_self(),
         }
     }
 
@@ -716,7 +725,7 @@ hook! {
         };
         // The kernel's checks of the caller's buffer, and the OS thread's set.
         // SAFETY: our own OS thread's real handle; the caller's buffer.
-        let r = unsafe { pthread_getaffinity_np::real(pthread_self::real(), n, set) };
+        let r = unsafe { pthread_getaffinity_np::real(os_thread_self(), n, set) };
         if let (0, Some(g)) = (r, given) {
             // SAFETY: the caller's buffer holds `n` bytes.
             let out = unsafe { std::slice::from_raw_parts_mut(set.cast::<u8>(), n) };
@@ -746,7 +755,7 @@ hook! {
         // SAFETY: a zeroed cpu_set_t is valid; our own OS thread's handle.
         let mut allowed: cpu_set_t = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
-        unsafe { pthread_getaffinity_np::real(pthread_self::real(), std::mem::size_of::<cpu_set_t>(), &mut allowed) };
+        unsafe { pthread_getaffinity_np::real(os_thread_self(), std::mem::size_of::<cpu_set_t>(), &mut allowed) };
         // SAFETY: cpu_set_t is plain bytes.
         let allowed = unsafe {
             std::slice::from_raw_parts((&allowed as *const cpu_set_t).cast::<u8>(), std::mem::size_of::<cpu_set_t>())
@@ -765,8 +774,7 @@ hook! {
 /// fiber. (Before any fiber, the kernel's own thread-directed signal is
 /// exactly right, and `signalfd` sees it.)
 fn own_root(t: pthread_t) -> bool {
-    // SAFETY: no arguments.
-    crate::signal::virtual_masks() && t == unsafe { pthread_self::real() }
+    crate::signal::virtual_masks() && t == os_thread_self()
 }
 
 /// glibc's internal signals (cancellation, set*id), which `pthread_kill`

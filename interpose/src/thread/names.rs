@@ -6,7 +6,7 @@
 use libc::{c_char, c_int, pthread_t, size_t};
 
 use super::handle::Gone;
-use super::{current_record, lookup, pthread_self, resolve, Target, REGISTRY};
+use super::{current_record, lookup, resolve, Target, REGISTRY};
 use crate::hook::hook;
 
 /// The name a new thread starts with: its creator's (Linux copies `comm`),
@@ -17,7 +17,7 @@ pub(super) fn inherited() -> [u8; 16] {
         None => {
             let mut name = [0u8; 16];
             // SAFETY: a 16-byte buffer for the creator's real thread name.
-            unsafe { pthread_getname_np::real(pthread_self::real(), name.as_mut_ptr().cast(), 16) };
+            unsafe { pthread_getname_np::real(super::os_thread_self(), name.as_mut_ptr().cast(), 16) };
             name
         }
     }
@@ -32,12 +32,12 @@ fn fiber_task_user() -> Option<usize> {
 }
 
 /// The running fiber's pthread name for the stall monitor: called in a
-/// signal handler on the hub thread, so it only reads (`try_with`,
+/// signal handler on the hub thread, so it only reads (`with_existing`,
 /// `try_borrow`), never allocates.
 pub(crate) fn name_for_monitor(buf: &mut [u8; 64]) -> usize {
     let Some(key) = fiber_task_user() else { return 0 };
     REGISTRY
-        .try_with(|r| {
+        .with_existing(|r| {
             let Ok(r) = r.try_borrow() else { return 0 };
             let Some(rec) = r.get(&key) else { return 0 };
             let Ok(name) = rec.name.try_borrow() else { return 0 };

@@ -23,10 +23,9 @@ use crate::hook::hook;
 const IN_PROGRESS: i32 = 1;
 const DONE: i32 = 2;
 
-thread_local! {
-    /// Objects whose init routine the root is running, innermost last.
-    static ROOT_RUNNING: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
-}
+/// Objects whose init routine the root is running, innermost last (per OS
+/// thread: see `hub::PerThread`).
+static ROOT_RUNNING: hub::PerThread<RefCell<Vec<usize>>> = hub::PerThread::new(|| RefCell::new(Vec::new()));
 
 /// The state word of the object at `o`.
 fn word<'a>(o: usize) -> &'a AtomicI32 {

@@ -27,10 +27,9 @@ const RESET_ON_FORK: c_int = 0x4000_0000;
 /// Linux's `CAP_SYS_NICE`.
 const CAP_SYS_NICE: u32 = 23;
 
-thread_local! {
-    /// The root's policy and priority, once read (real calls).
-    static ROOT: Cell<Option<(c_int, c_int)>> = const { Cell::new(None) };
-}
+/// The root's policy and priority, once read (real calls); per OS thread
+/// (see `hub::PerThread`).
+static ROOT: hub::PerThread<Cell<Option<(c_int, c_int)>>> = hub::PerThread::new(|| Cell::new(None));
 
 /// A fiber's policy and priority: `None` while they are the root's (it
 /// was created by the root and nobody set them), so that creating a
@@ -71,7 +70,7 @@ fn root() -> (c_int, c_int) {
 fn read_real() -> (c_int, c_int) {
     let (mut p, mut sp) = (0, sched_param { sched_priority: 0 });
     // SAFETY: our own OS thread's real handle; valid out pointers.
-    unsafe { pthread_getschedparam::real(super::pthread_self::real(), &mut p, &mut sp) };
+    unsafe { pthread_getschedparam::real(super::os_thread_self(), &mut p, &mut sp) };
     (p, sp.sched_priority)
 }
 
@@ -245,8 +244,7 @@ fn root_changing() {
 
 /// Whether `t` is the OS thread running the caller (the root of this hub).
 fn is_own_thread(t: pthread_t) -> bool {
-    // SAFETY: no arguments.
-    t == unsafe { super::pthread_self::real() }
+    t == super::os_thread_self()
 }
 
 hook! {

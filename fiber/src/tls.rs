@@ -1,0 +1,977 @@
+//! Per-fiber thread pointers: each fiber may run with a thread control block
+//! and static TLS block of its own, made the way glibc's `pthread_create`
+//! makes a thread's, so that C `__thread`, C++ `thread_local`, Rust
+//! `thread_local!`, `errno` and glibc's own per-thread state are per fiber.
+//!
+//! ```text
+//!  stack slot (see stack.rs), top of the slot at the right
+//!  ┌───────┬─────────────────────────────┬──────────────┬────────────────┐
+//!  │ guard │ usable stack (grows down) ◀─│ static TLS   │ TCB            │
+//!  │       │                             │ (surplus,    │ (struct        │
+//!  │       │                             │  modules)    │  pthread)      │
+//!  └───────┴─────────────────────────────┴──────────────┴────────────────┘
+//!                                                       ^ tp: the fs base
+//! ```
+//!
+//! Making a block (see [`Glibc::init_block`]): the creator's `tcbhead_t` is
+//! copied (the stack-protector canary at `fs:0x28` and the pointer guard at
+//! `fs:0x30` must be identical in every context of the process, or canary
+//! checks and `setjmp`/`atexit` pointer demangling break); `tcb` and `self`
+//! point at the block; ld.so's `_dl_allocate_tls` gives it a DTV and copies
+//! every module's `.tdata` (zeroing `.tbss`); `list` is an empty list (a
+//! thread descriptor glibc may `list_del`), `tid` is the OS thread's, the
+//! robust-mutex list is empty, `specific[0]` points at the inline key
+//! block, and the rseq area's `cpu_id` says "not registered" so that
+//! `sched_getcpu` asks the kernel. libc's malloc `tcache` and
+//! `thread_arena` words are the creator's: the fibers of one OS thread never
+//! run at once and never switch inside `malloc`, so they share the thread's
+//! cache and arena exactly as they did with shared TLS (a tcache of their
+//! own would cost ~640 bytes a fiber and be leaked when it ends: glibc frees
+//! it only in `__libc_thread_freeres`, which is not exported). At the first
+//! resume the fiber runs `__ctype_init` (glibc's thread start does); when
+//! its closure returns it runs `__call_tls_dtors` (C++ and Rust thread-local
+//! destructors) in its own context; when it is dropped the DTV, dynamic TLS
+//! and glibc's `strsignal`/`strerror` buffers are freed.
+//!
+//! Every offset is found at run time, never assumed: sizes from
+//! `_dl_get_tls_static_info`, `struct pthread`'s size and the offsets of
+//! `list`, `tid` and `specific` from glibc's own `_thread_db_*` descriptors
+//! (what libthread_db reads), the robust list head from the kernel
+//! (`get_robust_list`), the rseq area from `__rseq_offset`, libc's TLS block
+//! from `dl_iterate_phdr`, and the malloc and `strerror` words by probing a
+//! scratch block (a `malloc` and `free` there: the libc words that changed,
+//! and the one pointing at a cache holding the freed chunk is the tcache).
+//! When anything does not match, fibers share their thread's TLS, and one
+//! line on stderr says why.
+//!
+//! Switching (see [`arch`]): `wrfsbase` where the CPU and kernel allow it
+//! (`AT_HWCAP2` bit 1), else `arch_prctl(ARCH_SET_FS)`. A fiber's resume sets
+//! its thread pointer and restores the resumer's when it suspends.
+//!
+//! Only x86-64 Linux with glibc is written; elsewhere [`enabled`] is false
+//! and every fiber shares its thread's TLS (aarch64 would set `tpidr_el0`
+//! in [`arch`] and find the same glibc facts; nothing here could test it).
+
+use std::ffi::c_void;
+use std::sync::OnceLock;
+
+/// The thread pointer of the calling context and how to change it.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub(crate) mod arch {
+    use std::arch::asm;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// Whether `wrfsbase` may be used (else `arch_prctl`).
+    pub(crate) static FSGSBASE: AtomicBool = AtomicBool::new(false);
+
+    /// The calling context's thread pointer. glibc's TCB starts with its own
+    /// address (`tcbhead_t.tcb`), and so do the blocks made here, so one
+    /// load through `fs` reads it (cheaper than `rdfsbase`).
+    #[inline(always)]
+    pub(crate) fn thread_pointer() -> usize {
+        let tp: usize;
+        // SAFETY: fs:0 is mapped in every context of a glibc process: the
+        // TCB's first word.
+        unsafe { asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly, preserves_flags)) };
+        tp
+    }
+
+    /// Makes `tp` the calling context's thread pointer.
+    ///
+    /// # Safety
+    /// `tp` is a complete TCB (glibc's, or one made by this module) that
+    /// stays alive while it is installed; nothing of the old block may be
+    /// used through TLS until it is installed again.
+    #[inline(always)]
+    pub(crate) unsafe fn set_thread_pointer(tp: usize) {
+        if FSGSBASE.load(Ordering::Relaxed) {
+            // SAFETY: the caller's contract; the kernel enabled FSGSBASE
+            // (AT_HWCAP2), so the instruction does not fault.
+            unsafe { asm!("wrfsbase {}", in(reg) tp, options(nostack, preserves_flags)) };
+        } else {
+            // SAFETY: as above; ARCH_SET_FS takes the new base.
+            unsafe {
+                libc::syscall(libc::SYS_arch_prctl, 0x1002 /* ARCH_SET_FS */, tp)
+            };
+        }
+    }
+
+    /// Decides between `wrfsbase` and `arch_prctl` (once).
+    pub(crate) fn detect() {
+        // SAFETY: getauxval has no preconditions.
+        let hwcap2 = unsafe { libc::getauxval(libc::AT_HWCAP2) };
+        FSGSBASE.store(hwcap2 & 2 != 0, Ordering::Relaxed); // HWCAP2_FSGSBASE
+    }
+
+    /// How a switch installs a thread pointer, for reports.
+    pub(crate) fn how() -> &'static str {
+        if FSGSBASE.load(Ordering::Relaxed) {
+            "wrfsbase"
+        } else {
+            "arch_prctl(ARCH_SET_FS), a system call per switch"
+        }
+    }
+}
+
+/// No per-fiber thread pointers on this target: [`enabled`] is false, so
+/// these are never called with a block of ours.
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+pub(crate) mod arch {
+    #[inline(always)]
+    pub(crate) fn thread_pointer() -> usize {
+        0
+    }
+    #[inline(always)]
+    pub(crate) unsafe fn set_thread_pointer(_tp: usize) {}
+    pub(crate) fn detect() {}
+    pub(crate) fn how() -> &'static str {
+        "not available on this target"
+    }
+}
+
+/// What this module found out about glibc, once per process.
+pub(crate) struct Glibc {
+    /// `_dl_get_tls_static_info`: bytes of a static TLS block, TCB included.
+    pub(crate) static_size: usize,
+    /// ... and its alignment.
+    pub(crate) align: usize,
+    /// `sizeof(struct pthread)`: the TCB, at and above the thread pointer.
+    pub(crate) tcb_size: usize,
+    /// `tcbhead_t`: the part copied from the creator.
+    header_size: usize,
+    list: usize,
+    tid: usize,
+    robust_head: usize,
+    specific: usize,
+    specific_1stblock: usize,
+    /// The rseq area's `cpu_id`, if glibc has one.
+    rseq_cpu_id: Option<usize>,
+    /// `errno`, relative to the thread pointer (negative: below it).
+    pub(crate) errno: isize,
+    /// libc's `tcache` and `thread_arena`, relative to the thread pointer
+    /// (None only while the probe looks for them).
+    malloc_words: Option<MallocWords>,
+    /// `tls_state.strsignal_buf` and `strerror_l_buf`, if found.
+    tls_state: Option<[usize; 2]>,
+    /// `specific_used` (a bool), if found: whether a key slot may be set.
+    specific_used: Option<usize>,
+    /// glibc's `__pthread_keys`: `{seq, destr}` for each of its 1024 keys.
+    pthread_keys: *const [usize; 2],
+    allocate_tls: unsafe extern "C" fn(*mut c_void) -> *mut c_void,
+    allocate_tls_init: unsafe extern "C" fn(*mut c_void, bool) -> *mut c_void,
+    deallocate_tls: unsafe extern "C" fn(*mut c_void, bool),
+    call_tls_dtors: unsafe extern "C" fn(),
+    ctype_init: unsafe extern "C" fn(),
+}
+
+// SAFETY: the pointer names glibc's static key table, which lives as long
+// as the process and is only read here.
+unsafe impl Send for Glibc {}
+// SAFETY: as above.
+unsafe impl Sync for Glibc {}
+
+static GLIBC: OnceLock<Result<Glibc, String>> = OnceLock::new();
+
+/// What glibc looks like here, found on first use.
+pub(crate) fn glibc() -> Result<&'static Glibc, &'static str> {
+    GLIBC
+        .get_or_init(|| {
+            arch::detect();
+            // SAFETY: run once, from the context of a thread's own TLS or a
+            // fiber sharing it (no block of ours exists before this).
+            unsafe { discover() }
+        })
+        .as_ref()
+        .map_err(|e| e.as_str())
+}
+
+/// Whether fibers get TLS of their own by default: the platform allows it,
+/// glibc is as expected, and `GREENHOOK_TLS` is not `shared`. The first
+/// call decides (and says on stderr, once, why per-fiber TLS is off when
+/// it could not be set up).
+pub fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| {
+        match std::env::var("GREENHOOK_TLS").as_deref() {
+            Ok("shared") => return false,
+            Ok("fiber") | Err(_) => {}
+            Ok(other) => {
+                eprintln!("greenhook: GREENHOOK_TLS={other:?} is neither \"fiber\" nor \"shared\"; using \"fiber\"")
+            }
+        }
+        match glibc() {
+            Ok(_) => true,
+            Err(why) => {
+                eprintln!("greenhook: per-fiber TLS is not available ({why}); fibers share their thread's TLS");
+                false
+            }
+        }
+    })
+}
+
+/// How a switch installs a fiber's thread pointer ("wrfsbase", or the
+/// system call), for reports.
+pub fn switch_mechanism() -> &'static str {
+    arch::how()
+}
+
+/// Runs the calling context's C++ `thread_local` and Rust `thread_local!`
+/// destructors now (glibc's `__call_tls_dtors`), then the destructors of
+/// the `pthread_key_create` keys it set through glibc (the block's own key
+/// slots; the interposer's emulated keys are its business), as a thread's
+/// exit runs them, if it is a fiber with TLS of its own; else does nothing
+/// (a fiber sharing its thread's TLS must not run the thread's
+/// destructors). Idempotent: destructors registered meanwhile run too, and
+/// a second call finds none.
+///
+/// For a scheduler that ends a fiber early (`pthread_exit`): the fiber's
+/// own return runs them anyway.
+///
+/// # Safety
+/// Called by the fiber's own code, on its stack, and `own` says whether
+/// that fiber has TLS of its own.
+pub unsafe fn run_destructors(own: bool) {
+    if own {
+        if let Ok(g) = glibc() {
+            // SAFETY: the calling context's TLS is the fiber's own block.
+            unsafe {
+                (g.call_tls_dtors)();
+                g.run_key_destructors(arch::thread_pointer());
+            }
+        }
+    }
+}
+
+/// Runs `f` with the OS thread's own thread pointer `home` installed instead
+/// of the calling fiber's, then reinstalls the fiber's; afterwards copies
+/// the thread's `tid` and `errno` into the fiber's block (what a `fork`
+/// child needs: the kernel wrote its new tid into the thread's descriptor).
+/// For `fork`: glibc's bookkeeping in the child (its list of thread
+/// descriptors, the robust list, the stack cache) then acts on the thread's
+/// own descriptor, as it did before fibers had TLS of their own, and never
+/// on a fiber's block, which glibc must not link into its lists.
+///
+/// # Safety
+/// `home` is the calling OS thread's own thread pointer; `f` must not
+/// switch fibers.
+pub unsafe fn with_thread_pointer<R>(home: usize, f: impl FnOnce() -> R) -> R {
+    let cur = arch::thread_pointer();
+    if cur == home {
+        return f();
+    }
+    // SAFETY: the caller's contract: `home` is this thread's TCB.
+    unsafe { arch::set_thread_pointer(home) };
+    let r = f();
+    let home_errno = crate::errno::get();
+    // SAFETY: `cur` was installed a moment ago and is alive (the fiber runs).
+    unsafe { arch::set_thread_pointer(cur) };
+    if let Ok(g) = glibc() {
+        // SAFETY: both are complete blocks: `home` the thread's, `cur` ours
+        // (made by init_block, whose `tid` offset is `g.tid`).
+        unsafe { ((cur + g.tid) as *mut i32).write(((home + g.tid) as *const i32).read()) };
+    }
+    crate::errno::set(home_errno);
+    r
+}
+
+/// Whether the thread control block at `tp` (a holder's descriptor, as
+/// glibc's locks record it) belongs to the calling OS thread: its kernel
+/// thread id is the calling context's. Every context of one OS thread, its
+/// fibers' blocks included, records the same id.
+///
+/// # Safety
+/// `tp` is a live thread control block (glibc's or one made here).
+pub unsafe fn same_os_thread(tp: usize) -> bool {
+    match glibc() {
+        // SAFETY: the caller's contract; `g.tid` is the tid field's offset
+        // in every TCB, and the calling context's own is live.
+        Ok(g) => unsafe {
+            ((tp + g.tid) as *const i32).read_volatile() == ((arch::thread_pointer() + g.tid) as *const i32).read()
+        },
+        Err(_) => tp == arch::thread_pointer(),
+    }
+}
+
+/// An `extern "C"` symbol of the process, by name.
+fn sym(name: &str) -> Result<*mut c_void, String> {
+    let c = std::ffi::CString::new(name).expect("no NUL in symbol names");
+    // SAFETY: dlsym with RTLD_DEFAULT only reads the loader's tables.
+    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr()) };
+    if p.is_null() {
+        Err(format!("{name} not found"))
+    } else {
+        Ok(p)
+    }
+}
+
+/// A `_thread_db_*` field descriptor: `{bits, count, offset}`.
+fn field(name: &str) -> Result<(usize, usize), String> {
+    // SAFETY: glibc defines these as `const uint32_t[3]`.
+    let d = unsafe { *(sym(name)? as *const [u32; 3]) };
+    Ok((d[2] as usize, d[0] as usize / 8))
+}
+
+/// Reads a word at `addr`.
+///
+/// # Safety
+/// `addr` is readable and aligned.
+unsafe fn word(addr: usize) -> usize {
+    // SAFETY: the caller's contract.
+    unsafe { (addr as *const usize).read() }
+}
+
+/// Where libc.so.6's TLS block is in the calling context, and its size.
+#[cfg(target_os = "linux")]
+fn libc_tls() -> Option<(usize, usize)> {
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> libc::c_int {
+        // SAFETY: the loader passes a valid info; `data` is our Option.
+        unsafe {
+            let info = &*info;
+            if info.dlpi_name.is_null() {
+                return 0;
+            }
+            let name = std::ffi::CStr::from_ptr(info.dlpi_name).to_bytes();
+            let base = name.rsplit(|&c| c == b'/').next().unwrap_or(name);
+            if !base.starts_with(b"libc.so") || info.dlpi_tls_data.is_null() {
+                return 0;
+            }
+            let phdrs = std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
+            let Some(tls) = phdrs.iter().find(|p| p.p_type == libc::PT_TLS) else {
+                return 0;
+            };
+            *(data as *mut Option<(usize, usize)>) = Some((info.dlpi_tls_data as usize, tls.p_memsz as usize));
+            1
+        }
+    }
+    let mut found: Option<(usize, usize)> = None;
+    // SAFETY: the callback only reads what the loader passes and writes `found`.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&raw mut found).cast()) };
+    found
+}
+
+#[cfg(not(target_os = "linux"))]
+fn libc_tls() -> Option<(usize, usize)> {
+    None
+}
+
+/// Finds everything [`Glibc`] holds (see the module docs), probing a scratch
+/// block for the malloc and `strerror` words.
+///
+/// # Safety
+/// Called once, from a context whose thread pointer is its OS thread's own.
+#[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+unsafe fn discover() -> Result<Glibc, String> {
+    type GetStaticInfo = unsafe extern "C" fn(*mut usize, *mut usize);
+    type AllocateTls = unsafe extern "C" fn(*mut c_void) -> *mut c_void;
+    type DeallocateTls = unsafe extern "C" fn(*mut c_void, bool);
+    type AllocateTlsInit = unsafe extern "C" fn(*mut c_void, bool) -> *mut c_void;
+    type NoArgs = unsafe extern "C" fn();
+    // SAFETY: each symbol transmuted here is glibc's function of exactly
+    // this signature (ld.so's GLIBC_PRIVATE interface that pthread_create
+    // uses, and libc's thread-start and thread-exit helpers).
+    let get_static_info = unsafe { std::mem::transmute::<*mut c_void, GetStaticInfo>(sym("_dl_get_tls_static_info")?) };
+    // SAFETY: as above.
+    let allocate_tls = unsafe { std::mem::transmute::<*mut c_void, AllocateTls>(sym("_dl_allocate_tls")?) };
+    // SAFETY: as above (2.36: `void *_dl_allocate_tls_init (void *, bool)`).
+    let allocate_tls_init =
+        unsafe { std::mem::transmute::<*mut c_void, AllocateTlsInit>(sym("_dl_allocate_tls_init")?) };
+    // SAFETY: as above.
+    let deallocate_tls = unsafe { std::mem::transmute::<*mut c_void, DeallocateTls>(sym("_dl_deallocate_tls")?) };
+    // SAFETY: as above.
+    let call_tls_dtors = unsafe { std::mem::transmute::<*mut c_void, NoArgs>(sym("__call_tls_dtors")?) };
+    // SAFETY: as above.
+    let ctype_init = unsafe { std::mem::transmute::<*mut c_void, NoArgs>(sym("__ctype_init")?) };
+    let (mut static_size, mut align) = (0usize, 0usize);
+    // SAFETY: two out-parameters.
+    unsafe { get_static_info(&mut static_size, &mut align) };
+    // SAFETY: glibc defines it as a `const uint32_t`.
+    let tcb_size = unsafe { *(sym("_thread_db_sizeof_pthread")? as *const u32) } as usize;
+    let (list, _) = field("_thread_db_pthread_list")?;
+    let (tid, tid_bytes) = field("_thread_db_pthread_tid")?;
+    let (specific, specific_bytes) = field("_thread_db_pthread_specific")?;
+    // SAFETY: as for the size above.
+    let key_data = unsafe { *(sym("_thread_db_sizeof_pthread_key_data")? as *const u32) } as usize;
+    // `specific_1stblock` is the array of 32 key slots right before `specific`.
+    let first_block = specific
+        .checked_sub(32 * key_data)
+        .ok_or("struct pthread is not as expected")?;
+    // SAFETY: as for the size above.
+    let key_struct = unsafe { *(sym("_thread_db_sizeof_pthread_key_struct")? as *const u32) } as usize;
+    let pthread_keys = sym("__pthread_keys")? as *const [usize; 2];
+    let plausible = align.is_power_of_two()
+        && align >= 16
+        && tcb_size < static_size
+        && (64..=1024).contains(&list)
+        && list + 16 <= tid
+        && tid_bytes == 4
+        && specific_bytes == 32 * 8
+        && first_block > tid
+        && key_data == 16
+        && key_struct == 16
+        && specific + specific_bytes <= tcb_size;
+    if !plausible {
+        return Err(format!(
+            "struct pthread is not as expected (size {tcb_size}, list {list}, tid {tid}, specific {specific}, static TLS {static_size}/{align})"
+        ));
+    }
+    let tp = arch::thread_pointer();
+    // SAFETY: tp is the calling thread's TCB; its first three words are
+    // tcb, dtv and self.
+    if unsafe { word(tp) != tp || word(tp + 16) != tp } {
+        return Err("the thread control block does not point at itself".into());
+    }
+    let mut head: usize = 0;
+    let mut len: usize = 0;
+    // SAFETY: get_robust_list(0, ...) reads the calling thread's head.
+    let r = unsafe { libc::syscall(libc::SYS_get_robust_list, 0, &mut head, &mut len) };
+    let robust_head = head.wrapping_sub(tp);
+    if r != 0 || robust_head <= tid || robust_head + 24 > tcb_size {
+        return Err("no robust mutex list registered in struct pthread".into());
+    }
+    let rseq_cpu_id = sym("__rseq_offset").ok().and_then(|p| {
+        // SAFETY: glibc defines `const ptrdiff_t __rseq_offset`.
+        let off = unsafe { *(p as *const isize) };
+        (off > 0 && (off as usize) + 8 <= tcb_size).then_some(off as usize + 4)
+    });
+    let errno = (crate::errno::location() as usize).wrapping_sub(tp) as isize;
+    let below = (static_size - tcb_size) as isize;
+    if !(-below..0).contains(&errno) {
+        return Err("errno is not in the static TLS block".into());
+    }
+    let (libc_block, libc_len) = libc_tls().ok_or("libc.so.6's TLS block not found")?;
+    let libc_off = libc_block.wrapping_sub(tp) as isize;
+    if libc_off < -below || libc_off + libc_len as isize > 0 {
+        return Err("libc's TLS is not in the static TLS block".into());
+    }
+    let mut g = Glibc {
+        static_size,
+        align,
+        tcb_size,
+        header_size: list,
+        list,
+        tid,
+        robust_head,
+        specific,
+        specific_1stblock: first_block,
+        rseq_cpu_id,
+        errno,
+        malloc_words: None,
+        tls_state: None,
+        specific_used: None,
+        pthread_keys,
+        allocate_tls,
+        allocate_tls_init,
+        deallocate_tls,
+        call_tls_dtors,
+        ctype_init,
+    };
+    glibc_malloc()?;
+    // SAFETY: the caller's contract; `g` holds everything init_block needs
+    // but the words the probe is about to find.
+    let probed = unsafe { probe(&g, tp, libc_off, libc_len)? };
+    g.malloc_words = Some(probed.malloc_words);
+    g.tls_state = probed.tls_state;
+    g.specific_used = probed.specific_used;
+    Ok(g)
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu")))]
+unsafe fn discover() -> Result<Glibc, String> {
+    Err("written for x86-64 Linux with glibc only".into())
+}
+
+/// Whether `malloc` is glibc's. Another allocator (jemalloc, tcmalloc,
+/// mimalloc, linked in or preloaded) keeps its per-thread state in TLS and
+/// registers it globally (jemalloc lists every thread's): made per fiber, it
+/// would be set up inside greenhook's own bookkeeping, and left registered
+/// when a fiber's block is reused or the probe's scratch block unmapped
+/// (measured: jemalloc, tcmalloc and mimalloc programs crashed or hung).
+/// With shared TLS it sees one thread per OS thread, as before.
+fn glibc_malloc() -> Result<(), String> {
+    let m = sym("malloc")?;
+    let mut info: libc::Dl_info = unsafe_zeroed();
+    // SAFETY: dladdr only reads the loader's tables.
+    let found = unsafe { libc::dladdr(m, &mut info) } != 0 && !info.dli_fname.is_null();
+    let owner = found.then(|| {
+        // SAFETY: a NUL-terminated name from the loader.
+        unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }
+            .to_string_lossy()
+            .into_owned()
+    });
+    match owner {
+        Some(o) if o.rsplit('/').next().is_some_and(|b| b.starts_with("libc.so")) => Ok(()),
+        Some(o) => Err(format!(
+            "malloc is {}'s, not glibc's, and an allocator's per-thread state must stay per OS thread",
+            if o.is_empty() { "the program" } else { o.as_str() }
+        )),
+        None => Err("malloc's library not found".into()),
+    }
+}
+
+/// libc's `tcache` and `thread_arena` relative to the thread pointer.
+type MallocWords = [isize; 2];
+
+/// A scratch block's malloc and `strerror` words (see the module docs).
+///
+/// # Safety
+/// As for [`discover`]; `tp` is the caller's thread pointer.
+#[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+unsafe fn probe(g: &Glibc, tp: usize, libc_off: isize, libc_len: usize) -> Result<Probed, String> {
+    extern "C" {
+        fn strsignal(sig: libc::c_int) -> *mut libc::c_char;
+    }
+    type KeyCreate = unsafe extern "C" fn(*mut libc::pthread_key_t, Option<unsafe extern "C" fn(*mut c_void)>) -> i32;
+    type SetSpecific = unsafe extern "C" fn(libc::pthread_key_t, *const c_void) -> i32;
+    type KeyDelete = unsafe extern "C" fn(libc::pthread_key_t) -> i32;
+    let next = |name: &std::ffi::CStr| {
+        // SAFETY: dlsym only reads the loader's tables.
+        let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+        (!p.is_null()).then_some(p)
+    };
+    // glibc's own key functions (the interposer may hook these names).
+    let keys = match (
+        next(c"pthread_key_create"),
+        next(c"pthread_setspecific"),
+        next(c"pthread_key_delete"),
+    ) {
+        // SAFETY: glibc's functions of exactly these signatures.
+        (Some(c), Some(s), Some(d)) => unsafe {
+            Some((
+                std::mem::transmute::<*mut c_void, KeyCreate>(c),
+                std::mem::transmute::<*mut c_void, SetSpecific>(s),
+                std::mem::transmute::<*mut c_void, KeyDelete>(d),
+            ))
+        },
+        _ => None,
+    };
+    let len = g.static_size + g.align;
+    // SAFETY: a fresh private mapping, ours alone.
+    let mem = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if mem == libc::MAP_FAILED {
+        return Err("no memory for a scratch TLS block".into());
+    }
+    let scratch = block_pointer(g, mem as usize + len);
+    // SAFETY: `scratch` has static_size bytes around it (block_pointer),
+    // all ours; `tp` is a complete block to copy the header from.
+    if let Err(e) = unsafe { g.init_block(scratch, tp, 0) } {
+        // SAFETY: our mapping, unused.
+        unsafe { libc::munmap(mem, len) };
+        return Err(format!("_dl_allocate_tls failed: {e}"));
+    }
+    let words = libc_len / 8;
+    let libc_at = |t: usize| (t as isize + libc_off) as usize;
+    let snapshot = |t: usize| -> Vec<usize> {
+        // SAFETY: libc's TLS block of a complete block, 8-aligned.
+        (0..words).map(|i| unsafe { word(libc_at(t) + 8 * i) }).collect()
+    };
+    let tcb_words = |t: usize| -> Vec<usize> {
+        // SAFETY: the TCB of a complete block.
+        (0..g.tcb_size / 8).map(|i| unsafe { word(t + 8 * i) }).collect()
+    };
+    // No signal handler may run on the scratch block.
+    let all = !0u64;
+    let mut old = 0u64;
+    // SAFETY: a raw rt_sigprocmask on two local 8-byte sets.
+    unsafe { libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_BLOCK, &all, &mut old, 8) };
+    let before = snapshot(scratch);
+    // SAFETY: the scratch block is complete; only the calls below run on
+    // it (signals are blocked), and the thread's own block is reinstalled
+    // right after them.
+    let (malloc_words, tcb_before, tcb_after, used) = unsafe {
+        arch::set_thread_pointer(scratch);
+        // The first malloc on a fresh block makes its cache and attaches
+        // it to an arena: the two libc words that change.
+        libc::free(libc::malloc(24));
+        let after = snapshot(scratch);
+        let mw = identify_malloc_words(&before, &after, libc_off, tp);
+        let (mut tcb_before, mut tcb_after) = (Vec::new(), Vec::new());
+        if let Ok(words) = &mw {
+            // From here the scratch block uses the thread's cache and arena,
+            // as every fiber's will; then see which TCB words strsignal and
+            // strerror of unknown numbers allocate.
+            for off in words {
+                let (dst, src) = ((scratch as isize + off) as usize, (tp as isize + off) as usize);
+                (dst as *mut usize).write(word(src));
+            }
+            tcb_before = tcb_words(scratch);
+            strsignal(12345);
+            libc::strerror(12345);
+            tcb_after = tcb_words(scratch);
+        }
+        // The byte glibc's pthread_setspecific sets besides the key's slot:
+        // `specific_used`, which tells a thread's exit whether any key
+        // slot may hold a value.
+        let mut used = None;
+        if let Some((create, set, delete)) = keys {
+            let mut k: libc::pthread_key_t = 0;
+            if create(&mut k, None) == 0 {
+                let bytes = |t: usize| std::slice::from_raw_parts(t as *const u8, g.tcb_size).to_vec();
+                let before = bytes(scratch);
+                set(k, std::ptr::dangling::<c_void>());
+                let after = bytes(scratch);
+                set(k, std::ptr::null());
+                delete(k);
+                let slot = g.specific_1stblock + 16 * k as usize..g.specific_1stblock + 16 * (k as usize + 1);
+                let changed: Vec<usize> = (0..g.tcb_size)
+                    .filter(|&i| before[i] != after[i] && !slot.contains(&i))
+                    .collect();
+                if let [b] = changed[..] {
+                    used = (after[b] == 1).then_some(b);
+                }
+            }
+        }
+        arch::set_thread_pointer(tp);
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &old,
+            std::ptr::null_mut::<u64>(),
+            8,
+        );
+        (mw, tcb_before, tcb_after, used)
+    };
+    let tls_state = {
+        let changed: Vec<usize> = (0..tcb_after.len())
+            .filter(|&i| tcb_after[i] != tcb_before[i])
+            .collect();
+        match changed[..] {
+            [a, b] if b == a + 1 => Some([8 * a, 8 * b]),
+            _ => None,
+        }
+    };
+    // SAFETY: the scratch block is no longer installed anywhere. Its
+    // strsignal/strerror buffers are freed with it; its own tcache (and the
+    // arena the probe's malloc attached it to) stays: once per process.
+    unsafe {
+        if let Some(ts) = tls_state {
+            for off in ts {
+                libc::free(word(scratch + off) as *mut c_void);
+            }
+        }
+        (g.deallocate_tls)(scratch as *mut c_void, false);
+        libc::munmap(mem, len);
+    }
+    Ok(Probed {
+        malloc_words: malloc_words?,
+        tls_state,
+        specific_used: used,
+    })
+}
+
+/// What [`probe`] found on a scratch block.
+struct Probed {
+    malloc_words: MallocWords,
+    tls_state: Option<[usize; 2]>,
+    specific_used: Option<usize>,
+}
+
+/// From libc's TLS words before and after a `malloc(24)` + `free` on a
+/// fresh block: `[tcache, thread_arena]` relative to the thread pointer; an
+/// error when the words are not as glibc 2.26+ lays them out.
+///
+/// Of the two words that changed, the tcache is the one whose cache holds
+/// a chunk just freed. That takes a size whose bin has room: a malloc
+/// served from a reused arena's fastbin or smallbin moves the other chunks
+/// of that size into the cache, up to its 7, and a free then goes to the
+/// arena instead. So a few sizes are tried, each a bin of its own.
+///
+/// # Safety
+/// Runs on the fresh block, as the `malloc` before it did.
+unsafe fn identify_malloc_words(
+    before: &[usize],
+    after: &[usize],
+    libc_off: isize,
+    tp: usize,
+) -> Result<MallocWords, String> {
+    let changed: Vec<usize> = (0..after.len()).filter(|&i| after[i] != before[i]).collect();
+    if changed.is_empty() {
+        return Err("glibc's malloc left no trace in its TLS".into());
+    }
+    let [a, b] = changed[..] else {
+        return Err(format!("{} libc TLS words changed in malloc, not 2", changed.len()));
+    };
+    // The cache: `uint16_t counts[64]` then `entries[64]`, bins 16 bytes
+    // apart from the 32-byte minimum chunk; `entries[bin]` is the last chunk
+    // freed into it.
+    let holds = |w: usize, bin: usize, chunk: usize| {
+        w != 0
+            // SAFETY: a word that malloc just set, pointing at its cache.
+            && unsafe { (w as *const u16).add(bin).read() >= 1 && word(w + 128 + 8 * bin) == chunk }
+    };
+    let mut found = None;
+    for size in [24usize, 280, 520, 1000] {
+        let bin = ((size + 8 + 15) & !15).max(32) / 16 - 2;
+        // SAFETY: a plain allocation, freed at once (the caller's contract
+        // for the block it runs on).
+        let chunk = unsafe { libc::malloc(size) };
+        // SAFETY: as above.
+        unsafe { libc::free(chunk) };
+        found = [(a, b), (b, a)]
+            .into_iter()
+            .find(|&(t, _)| holds(after[t], bin, chunk as usize));
+        if found.is_some() {
+            break;
+        }
+    }
+    let Some((tcache, arena)) = found else {
+        return Err("glibc's malloc tcache not found".into());
+    };
+    let off = |i: usize| libc_off + 8 * i as isize;
+    // SAFETY: the thread's own block; both words are in libc's TLS.
+    let thread_has =
+        unsafe { word((tp as isize + off(tcache)) as usize) != 0 && word((tp as isize + off(arena)) as usize) != 0 };
+    if !thread_has {
+        return Err("the thread has no malloc cache to share".into());
+    }
+    Ok([off(tcache), off(arena)])
+}
+
+fn unsafe_zeroed<T>() -> T {
+    // SAFETY: only used for plain C structs (Dl_info) where all-zero is valid.
+    unsafe { std::mem::zeroed() }
+}
+
+/// The thread pointer of a block whose memory ends at `top`: the TCB at
+/// the top, aligned down, the static TLS blocks below it.
+pub(crate) fn block_pointer(g: &Glibc, top: usize) -> usize {
+    (top - g.tcb_size) & !(g.align - 1)
+}
+
+/// The lowest address of the block whose thread pointer is `tp`.
+pub(crate) fn block_low(g: &Glibc, tp: usize) -> usize {
+    tp + g.tcb_size - g.static_size
+}
+
+impl Glibc {
+    /// Makes the block at `tp` (see the module docs), copying the header
+    /// and the malloc words from the block at `from`; with `dtv` (one a
+    /// block of this slot had, kept by [`Glibc::release_block`]) instead
+    /// of a new one.
+    ///
+    /// # Safety
+    /// `[block_low(tp), tp + tcb_size)` is writable memory owned by the
+    /// caller and not an installed block; `from` is a complete block; a
+    /// non-zero `dtv` is one `release_block` kept, used by no other block.
+    pub(crate) unsafe fn init_block(&self, tp: usize, from: usize, dtv: usize) -> std::io::Result<()> {
+        // SAFETY: the caller's contract covers every address written.
+        unsafe {
+            std::ptr::write_bytes(tp as *mut u8, 0, self.tcb_size);
+            std::ptr::copy_nonoverlapping(from as *const u8, tp as *mut u8, self.header_size);
+            let w = |off: usize, v: usize| ((tp + off) as *mut usize).write(v);
+            w(0, tp); // tcb
+            w(8, dtv); // dtv: kept, or 0 for _dl_allocate_tls to install one
+            w(16, tp); // self
+                       // multiple_threads: glibc's single-thread shortcuts (no atomic
+                       // lock prefix) must never apply, since a fiber's real
+                       // pthread_create would mark only its own block.
+            ((tp + 24) as *mut i32).write(1);
+            ((tp + 28) as *mut i32).write(0); // gscope_flag
+            if dtv != 0 {
+                // Resizes the kept DTV if modules were loaded meanwhile,
+                // marks every entry unallocated, copies the static images.
+                (self.allocate_tls_init)(tp as *mut c_void, true);
+            } else if (self.allocate_tls)(tp as *mut c_void).is_null() {
+                return Err(std::io::Error::from_raw_os_error(libc::ENOMEM));
+            }
+            w(self.list, tp + self.list);
+            w(self.list + 8, tp + self.list);
+            ((tp + self.tid) as *mut i32).write(((from + self.tid) as *const i32).read());
+            let head = tp + self.robust_head;
+            w(self.robust_head, head);
+            w(self.robust_head + 8, word(from + self.robust_head + 8)); // futex_offset
+            w(self.specific, tp + self.specific_1stblock);
+            if let Some(off) = self.rseq_cpu_id {
+                // RSEQ_CPU_ID_REGISTRATION_FAILED: sched_getcpu asks the kernel.
+                ((tp + off) as *mut i32).write(-2);
+            }
+            for off in self.malloc_words.into_iter().flatten() {
+                let (dst, src) = ((tp as isize + off) as usize, (from as isize + off) as usize);
+                (dst as *mut usize).write(word(src));
+            }
+        }
+        Ok(())
+    }
+
+    /// Frees what a block holds besides its memory and its DTV: the
+    /// dynamic TLS of `dlopen`ed modules (what `_dl_deallocate_tls` frees
+    /// but the DTV itself, whose entries are left unallocated) and glibc's
+    /// `strsignal`/`strerror` buffers. Returns the DTV, for the next block
+    /// of the same memory ([`Glibc::init_block`]) or [`Glibc::free_dtv`]:
+    /// a spawn on a pooled stack then allocates nothing for its TLS.
+    ///
+    /// # Safety
+    /// `tp` is a complete block, not installed, never used again as one.
+    pub(crate) unsafe fn release_block(&self, tp: usize) -> usize {
+        /// glibc's `TLS_DTV_UNALLOCATED`.
+        const UNALLOCATED: usize = usize::MAX;
+        // SAFETY: the caller's contract; the DTV is glibc's array of
+        // `{val, to_free}` entries, its length in entry -1 (dtv_t is 16
+        // bytes: `_thread_db_dtv_t_pointer_val` agrees).
+        unsafe {
+            if let Some(ts) = self.tls_state {
+                for off in ts {
+                    libc::free(word(tp + off) as *mut c_void);
+                    ((tp + off) as *mut usize).write(0);
+                }
+            }
+            let dtv = word(tp + 8);
+            if dtv == 0 {
+                return 0;
+            }
+            let len = word(dtv - 16);
+            for i in 1..=len {
+                let entry = dtv + 16 * i;
+                libc::free(word(entry + 8) as *mut c_void);
+                (entry as *mut usize).write(UNALLOCATED);
+                ((entry + 8) as *mut usize).write(0);
+            }
+            dtv
+        }
+    }
+
+    /// Frees a DTV [`Glibc::release_block`] kept (as `_dl_deallocate_tls`
+    /// does: the array starts one entry before what the TCB points at).
+    ///
+    /// # Safety
+    /// `dtv` came from `release_block` and is used by no block.
+    pub(crate) unsafe fn free_dtv(&self, dtv: usize) {
+        if dtv != 0 {
+            // SAFETY: the caller's contract; glibc calloc'ed it.
+            unsafe { libc::free((dtv - 16) as *mut c_void) };
+        }
+    }
+
+    /// glibc's `__nptl_deallocate_tsd` for the block at `tp` (which is not
+    /// exported): each key slot set through glibc whose key still exists
+    /// with the same sequence number gets its destructor, for up to
+    /// `PTHREAD_DESTRUCTOR_ITERATIONS` (4) rounds while destructors set
+    /// new values; then the second-level slot blocks are freed.
+    ///
+    /// # Safety
+    /// `tp` is the calling context's block, a fiber's own.
+    unsafe fn run_key_destructors(&self, tp: usize) {
+        /// Key slots per second-level block, and blocks.
+        const PER_BLOCK: usize = 32;
+        let used = self.specific_used.map(|off| (tp + off) as *mut u8);
+        // SAFETY: the flag byte of a complete block.
+        if used.is_some_and(|u| unsafe { u.read() } == 0) {
+            return; // no key slot was ever set: the common case
+        }
+        for _round in 0..4 {
+            if let Some(u) = used {
+                // SAFETY: as above; glibc's setspecific sets it again if a
+                // destructor stores a new value.
+                unsafe { u.write(0) };
+            }
+            let mut ran = false;
+            for block in 0..PER_BLOCK {
+                // SAFETY: `specific[block]` of a complete block.
+                let level2 = unsafe { word(tp + self.specific + 8 * block) } as *mut [usize; 2];
+                if level2.is_null() {
+                    continue;
+                }
+                for inner in 0..PER_BLOCK {
+                    // SAFETY: a slot block glibc allocated (or the inline
+                    // first one), 32 `{seq, data}` entries; keys index
+                    // glibc's 1024-entry table.
+                    unsafe {
+                        let slot = &mut *level2.add(inner);
+                        if slot[1] == 0 {
+                            continue;
+                        }
+                        let data = std::mem::replace(&mut slot[1], 0);
+                        let [seq, destr] = *self.pthread_keys.add(block * PER_BLOCK + inner);
+                        if slot[0] == seq && destr != 0 {
+                            let destr: unsafe extern "C" fn(*mut c_void) = std::mem::transmute(destr);
+                            destr(data as *mut c_void);
+                            ran = true;
+                        }
+                    }
+                }
+            }
+            // SAFETY: as above.
+            let again = used.map_or(ran, |u| unsafe { u.read() } != 0);
+            if !again {
+                break;
+            }
+        }
+        for block in 1..PER_BLOCK {
+            let at = tp + self.specific + 8 * block;
+            // SAFETY: as above; glibc allocated these blocks with calloc.
+            unsafe {
+                let p = word(at);
+                if p != 0 {
+                    libc::free(p as *mut c_void);
+                    (at as *mut usize).write(0);
+                }
+            }
+        }
+    }
+
+    /// What glibc's thread start does in the new thread before its start
+    /// routine: the locale's ctype tables for this block.
+    ///
+    /// # Safety
+    /// Called in the fiber whose block is installed.
+    pub(crate) unsafe fn thread_started(&self) {
+        // SAFETY: the caller's contract.
+        unsafe { (self.ctype_init)() }
+    }
+
+    /// `errno` of the block at `tp`.
+    pub(crate) fn errno_of(&self, tp: usize) -> *mut i32 {
+        (tp as isize + self.errno) as *mut i32
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+mod tests {
+    use super::*;
+
+    /// On this platform everything is found, the optional words included,
+    /// and agrees with what glibc 2.36's layout says where it is known.
+    #[test]
+    fn glibc_is_understood() {
+        let g = glibc().expect("per-fiber TLS set up");
+        assert!(g.tcb_size > g.header_size && g.static_size > g.tcb_size);
+        assert!(g.tls_state.is_some(), "strerror/strsignal buffers not found");
+        assert!(g.specific_used.is_some(), "specific_used not found");
+        let [tcache, arena] = g.malloc_words.expect("malloc words");
+        assert!(tcache < 0 && arena < 0, "malloc words below the thread pointer");
+    }
+
+    /// A block made here looks like glibc's own: self pointers, the
+    /// canary and pointer guard of the creator, its own errno.
+    #[test]
+    fn a_block_is_a_thread_control_block() {
+        let g = glibc().unwrap();
+        let pool = crate::StackPool::leak();
+        let f = crate::Fiber::new(pool, None, None, crate::Tls::Own, |_| {
+            crate::errno::set(5);
+        })
+        .unwrap();
+        let tp = f.thread_pointer();
+        assert_ne!(tp, 0);
+        let me = arch::thread_pointer();
+        // SAFETY: both are complete blocks.
+        unsafe {
+            assert_eq!(word(tp), tp);
+            assert_eq!(word(tp + 16), tp);
+            assert_eq!(word(tp + 0x28), word(me + 0x28), "stack guard");
+            assert_eq!(word(tp + 0x30), word(me + 0x30), "pointer guard");
+            assert!(same_os_thread(tp));
+        }
+        assert!(f.resume());
+        assert_eq!(f.saved_errno(), 5);
+        assert_ne!(g.errno_of(tp), crate::errno::location());
+    }
+}
