@@ -22,7 +22,7 @@ pub const CASES: [Case; 2] = [
     Case {
         name: "cancel-fibers",
         program: "C cancel_cleanup, threads as fibers (the default)",
-        quick: false,
+        quick: true,
         needs: &[],
         run: |ctx, mode| cancel(ctx, mode, &[]),
     },

@@ -28,7 +28,7 @@ pub const CASES: [Case; 2] = [
     Case {
         name: "redis",
         program: "redis-server 7.0 (jemalloc) + redis-benchmark SET/GET, 50 clients, 100k requests, dataset checked",
-        quick: false,
+        quick: true,
         needs: NEEDS,
         run: |ctx, mode| run(ctx, mode, &[]),
     },
