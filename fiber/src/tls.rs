@@ -209,6 +209,21 @@ pub fn enabled() -> bool {
     })
 }
 
+/// Where the calling context's thread-local at `addr` lies relative to
+/// its thread pointer, if it lies in the static TLS block: then the same
+/// variable of every fiber with TLS of its own is at that offset from the
+/// fiber's [`Fiber::thread_pointer`](crate::Fiber::thread_pointer), from
+/// the moment the fiber is made, and its creator may write it there before
+/// the fiber first runs. None for a variable in dynamic TLS (a module
+/// `dlopen`ed after start), which a block gets only when first used.
+pub fn static_offset(addr: usize) -> Option<isize> {
+    let g = glibc().ok()?;
+    let tp = arch::thread_pointer();
+    (block_low(g, tp)..tp)
+        .contains(&addr)
+        .then(|| addr as isize - tp as isize)
+}
+
 /// How a switch installs a fiber's thread pointer ("wrfsbase", or the
 /// system call), for reports.
 pub fn switch_mechanism() -> &'static str {

@@ -237,6 +237,38 @@ impl Local {
         self.fiber_thread.set(1);
         self.block.set(root.block.get());
     }
+
+    /// Seeds the `LOCAL` of `task`'s fiber, made with TLS of its own and not
+    /// started yet, in its block: as [`Local::seed`] will, but before the
+    /// fiber's thread pointer is ever installed. Between that and the
+    /// fiber's first instruction a signal may arrive, and the trampoline
+    /// must then see the fiber (inside greenhook's code), not a blank
+    /// `LOCAL` that reads as the root of a thread without a hub. Where
+    /// `LOCAL` is in dynamic TLS (greenhook `dlopen`ed), the fiber's block
+    /// has no `LOCAL` yet and `seed` alone does it.
+    pub(crate) fn preseed(hub: &'static Hub, fib: &fiber::Fiber, task: *const Task) {
+        static OFFSET: std::sync::OnceLock<Option<isize>> = std::sync::OnceLock::new();
+        let off = *OFFSET.get_or_init(|| LOCAL.with(|l| fiber::tls::static_offset(l as *const Local as usize)));
+        let (Some(off), true) = (off, fib.has_own_tls()) else {
+            return;
+        };
+        let root = hub.root_local();
+        let at = (fib.thread_pointer() as isize + off) as *mut Local;
+        // SAFETY: `at` is this fiber's own `LOCAL` (the same static-TLS
+        // offset in every block, above), in a block made for it and not in
+        // use: the fiber has not run. `Local` has no destructor to skip.
+        unsafe {
+            at.write(Local {
+                hub: Cell::new(hub),
+                current: Cell::new(task),
+                depth: Cell::new(0),
+                root_hooks: Cell::new(0),
+                tid: Cell::new(root.tid.get()),
+                fiber_thread: Cell::new(1),
+                block: Cell::new(root.block.get()),
+            })
+        };
+    }
 }
 
 impl Hub {

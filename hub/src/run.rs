@@ -45,6 +45,17 @@ impl RunQueue {
         self.note(&q);
     }
 
+    /// Puts `t` first (see [`Hub::wake_raw`](crate::Hub::wake_raw)).
+    pub(crate) fn push_front(&self, t: Rc<Task>) {
+        let mut q = self.q.borrow_mut();
+        if q.len() == q.capacity() {
+            let more = q.len().max(16);
+            crate::internal::bookkeeping(|| q.reserve(more));
+        }
+        q.push_front(t);
+        self.note(&q);
+    }
+
     pub(crate) fn pop_front(&self) -> Option<Rc<Task>> {
         let mut q = self.q.borrow_mut();
         let t = q.pop_front();

@@ -70,6 +70,9 @@ fn spawn_task(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
         None => fiber::Fiber::new(&hub.stacks, name, opts.stack_size, tls, body)?,
     };
     let t = Rc::new(Task::new(Some(fib)));
+    if let Some(f) = &t.fiber {
+        crate::Local::preseed(hub, f, Rc::as_ptr(&t));
+    }
     {
         let mut tasks = hub.tasks.borrow_mut();
         t.index.set(tasks.len());

@@ -323,10 +323,19 @@ impl Hub {
         if !task.is_root() {
             // SAFETY: `t` is alive (above); the run queue takes a strong
             // reference of its own.
-            self.runq.push_back(unsafe {
+            let t = unsafe {
                 Rc::increment_strong_count(t);
                 Rc::from_raw(t)
-            });
+            };
+            // An interrupted task (a signal for it, a cancellation) runs
+            // next, as the kernel runs a thread a signal woke soon, not
+            // after a whole round of the queue. Not while a fiber runs
+            // handed over: it is the queue's front entry (see `hand_over`).
+            if reason == Wake::Interrupted && self.handing_over.get() == crate::handover::Handover::Idle {
+                self.runq.push_front(t);
+            } else {
+                self.runq.push_back(t);
+            }
         }
         true
     }
