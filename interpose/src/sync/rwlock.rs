@@ -17,6 +17,9 @@ use crate::hook::hook;
 const STATE: usize = 0;
 /// `__cur_writer`: the writer's owner id.
 pub(super) const WRITER: usize = 6;
+/// `__writers`: 1 once a waiter may be parked, 0 after an unlock woke them
+/// all; an unlock with none (the uncontended case) touches nothing else.
+const WAITERS: usize = 1;
 
 /// Whether a lock operation is shared (read) or exclusive (write).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -38,7 +41,7 @@ unsafe fn lock(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
     }
     let a = l as usize;
     // SAFETY: the caller's rwlock (56 bytes).
-    let (state, writer) = unsafe { (word(a, STATE), word(a, WRITER)) };
+    let (state, writer, waiters) = unsafe { (word(a, STATE), word(a, WRITER), word(a, WAITERS)) };
     let me = hub::owner_id();
     loop {
         let s = state.load(Ordering::Relaxed);
@@ -79,6 +82,11 @@ unsafe fn lock(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
                 Read => s < 0,
             }
         };
+        // Before `busy` is looked at again (the futex rule): an unlock
+        // after this wakes us, one before it leaves the lock free. (Only
+        // the fibers of one hub use an emulated rwlock, one at a time:
+        // program order is enough, as for the state word's updates.)
+        waiters.store(1, Ordering::Relaxed);
         if park(Kind::Rwlock, a, tag((mode == Write) as u32), deadline, busy) == hub::Park::TimedOut {
             return libc::ETIMEDOUT;
         }
@@ -153,19 +161,25 @@ hook! {
         }
         let a = l as usize;
         // SAFETY: the caller's rwlock.
-        let (state, writer) = unsafe { (word(a, STATE), word(a, WRITER)) };
+        let (state, writer, waiters) = unsafe { (word(a, STATE), word(a, WRITER), word(a, WAITERS)) };
         let s = state.load(Ordering::Relaxed);
+        let wake = |waiters: &std::sync::atomic::AtomicI32| {
+            if waiters.load(Ordering::Relaxed) != 0 {
+                waiters.store(0, Ordering::Relaxed);
+                wake_all(a);
+            }
+        };
         if s == -1 {
             if writer.load(Ordering::Relaxed) != hub::owner_id() {
                 return libc::EPERM;
             }
             writer.store(0, Ordering::Relaxed);
             state.store(0, Ordering::Release);
-            wake_all(a);
+            wake(waiters);
         } else if s > 0 {
             state.store(s - 1, Ordering::Release);
             if s == 1 {
-                wake_all(a);
+                wake(waiters);
             }
         } else {
             return libc::EPERM;
