@@ -12,7 +12,8 @@
 //!    (target ≥ 10×);
 //! 4. pthread synchronisation (`tests/c/bench_sync.c`): condvar ping-pong
 //!    main↔thread and thread↔thread, semaphore ping-pong, barrier rounds
-//!    (target ≥ 50× faster each), uncontended mutex and rwlock read
+//!    (target ≥ 50× faster each; each also beside the unpatched program
+//!    pinned to one CPU, where its wake-ups cost least), uncontended mutex and rwlock read
 //!    lock+unlock (target ≤ glibc's own cost), and the system calls per
 //!    condvar round trip (target 0);
 //! 5. process-shared objects (`tests/c/pshared_pingpong.c`): a parent and
@@ -103,18 +104,49 @@ fn many_sleepers() -> (f64, f64) {
     )
 }
 
-/// One `bench_sync` mode: medians of interleaved unpatched and patched
-/// runs, in ns per round trip (or per lock+unlock pair).
+/// Runs `f` with the calling thread (and so the children it starts) on
+/// CPU 0 only, then puts its CPU set back.
+fn on_one_cpu<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: cpu_set_t is plain data; the calls read or write the calling
+    // thread's own affinity through valid pointers of the right size.
+    unsafe {
+        let n = std::mem::size_of::<libc::cpu_set_t>();
+        let mut old: libc::cpu_set_t = std::mem::zeroed();
+        libc::sched_getaffinity(0, n, &mut old);
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut one);
+        libc::sched_setaffinity(0, n, &one);
+        let r = f();
+        libc::sched_setaffinity(0, n, &old);
+        r
+    }
+}
+
+/// One `bench_sync` ping-pong mode, unpatched on any CPU, unpatched with
+/// both threads on one CPU (where a wake-up is cheapest: the fair
+/// baseline), and patched: medians of interleaved runs, in ns per round
+/// trip.
+fn sync_pingpong(mode: &str) -> (f64, f64, f64) {
+    let bin = util::compile("bench_sync");
+    let (np, nu) = if quick() { ("200000", "20000") } else { ("2000000", "100000") };
+    let (mut plain, mut pinned, mut patched) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..if quick() { 3 } else { 5 } {
+        let r = util::run(&bin, &[mode, nu], false, &[]);
+        plain.push(stderr_value(&r.stderr, "ns").expect("unpatched run"));
+        let r = on_one_cpu(|| util::run(&bin, &[mode, nu], false, &[]));
+        pinned.push(stderr_value(&r.stderr, "ns").expect("unpatched run on one CPU"));
+        let r = util::run(&bin, &[mode, np], true, &[]);
+        patched.push(stderr_value(&r.stderr, "ns").expect("patched run"));
+    }
+    (median(plain), median(pinned), median(patched))
+}
+
+/// One uncontended `bench_sync` mode (`mutex`, `rwlock`): medians of
+/// interleaved unpatched and patched runs, in ns per lock+unlock pair.
 fn sync_mode(mode: &str) -> (f64, f64) {
     let bin = util::compile("bench_sync");
-    let fast = mode == "mutex" || mode == "rwlock";
-    let (np, nu) = match (quick(), fast) {
-        (true, true) => ("2000000", "2000000"),
-        (true, false) => ("200000", "20000"),
-        (false, true) => ("20000000", "20000000"),
-        (false, false) => ("2000000", "100000"),
-    };
-    interleaved(&bin, &[mode, nu], &[mode, np], "ns")
+    let n = if quick() { "2000000" } else { "20000000" };
+    interleaved(&bin, &[mode, n], &[mode, n], "ns")
 }
 
 /// Medians of interleaved unpatched and patched runs of `bin` (so drift
@@ -209,8 +241,13 @@ fn main() {
         ("sem-threads", "semaphore ping-pong, thread ↔ thread"),
         ("barrier", "barrier, 2 threads (per round)"),
     ] {
-        let (u, p) = sync_mode(mode);
+        let (u, u1, p) = sync_pingpong(mode);
         println!("{label:<52} {u:>9.1} ns {p:>9.1} ns {:>7.1}× faster", u / p);
+        println!(
+            "{:<52} {u1:>9.1} ns {p:>9.1} ns {:>7.1}× faster",
+            "  … unpatched with both threads on one CPU",
+            u1 / p
+        );
     }
     for (mode, label) in [
         ("mutex", "uncontended mutex lock+unlock, in a thread"),
