@@ -128,7 +128,11 @@ fn on_one_cpu<R>(f: impl FnOnce() -> R) -> R {
 /// trip.
 fn sync_pingpong(mode: &str) -> (f64, f64, f64) {
     let bin = util::compile("bench_sync");
-    let (np, nu) = if quick() { ("200000", "20000") } else { ("2000000", "100000") };
+    let (np, nu) = if quick() {
+        ("200000", "20000")
+    } else {
+        ("2000000", "100000")
+    };
     let (mut plain, mut pinned, mut patched) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..if quick() { 3 } else { 5 } {
         let r = util::run(&bin, &[mode, nu], false, &[]);
