@@ -396,4 +396,22 @@ pub(crate) mod errno {
         set(e);
         T::from(-1)
     }
+
+    /// The C return of a wait that is a cancellation point, after its
+    /// clean-up: the result with errno put back to `saved`, or, for a
+    /// failed wait, a pending cancellation acted on first, then -1 with
+    /// the error.
+    #[cfg(greenhook_linux_hooks)]
+    pub(crate) fn after_wait<T: From<i8>>(r: Result<T, i32>, saved: i32) -> T {
+        match r {
+            Ok(r) => {
+                set(saved);
+                r
+            }
+            Err(e) => {
+                crate::cancel_point();
+                fail(e)
+            }
+        }
+    }
 }

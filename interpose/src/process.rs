@@ -130,17 +130,8 @@ fn wait_loop<R: From<i8>>(pidfd: Option<c_int>, owned: bool, mut try_once: impl 
             hub::forget_fd(fd);
         }
     }
-    match r {
-        Ok(r) => {
-            errno::set(e);
-            r
-        }
-        Err(e) => {
-            // A pending cancellation acts here, after the pidfd is closed.
-            crate::cancel_point();
-            errno::fail(e)
-        }
-    }
+    // A pending cancellation acts there, after the pidfd is closed.
+    errno::after_wait(r, e)
 }
 
 /// Whether a pidfd can stand for this wait (a specific child, exits only).

@@ -749,16 +749,7 @@ fn timed_wait(set: *const sigset_t, info: *mut siginfo_t, deadline: Option<Insta
         // SAFETY: our own signalfd.
         unsafe { libc::syscall(libc::SYS_close, fd) };
     }
-    match r {
-        Ok(r) => {
-            errno::set(e);
-            r
-        }
-        Err(e) => {
-            crate::cancel_point();
-            errno::fail(e)
-        }
-    }
+    errno::after_wait(r, e)
 }
 
 /// A `sigwait`-family wait where no fiber could run meanwhile: a signal
