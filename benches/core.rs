@@ -556,6 +556,20 @@ fn thread_pointer_pair(n: u64) -> f64 {
     per_op(t0.elapsed(), n)
 }
 
+/// Nanoseconds per pair of `arch_prctl(ARCH_SET_FS)` calls, what a switch
+/// costs on a machine without FSGSBASE (the fallback).
+fn arch_prctl_pair(n: u64) -> f64 {
+    let (tp, _) = tls_probe();
+    let t0 = Instant::now();
+    for _ in 0..n {
+        for _ in 0..2 {
+            // SAFETY: reinstalls the calling thread's own thread pointer.
+            unsafe { libc::syscall(libc::SYS_arch_prctl, 0x1002, black_box(tp)) };
+        }
+    }
+    per_op(t0.elapsed(), n)
+}
+
 /// The calling thread's thread pointer, and whether `wrfsbase` is usable.
 fn tls_probe() -> (usize, bool) {
     let tp: usize;
@@ -594,12 +608,18 @@ fn bench_yield_tls(sz: &Sizes, notes: &mut Vec<String>) -> Row {
     let (own, shared) = t.medians();
     let mut pairs: Vec<f64> = (0..sz.reps).map(|_| thread_pointer_pair(sz.yields)).collect();
     pairs.sort_by(f64::total_cmp);
+    let mut syscalls: Vec<f64> = (0..sz.reps).map(|_| arch_prctl_pair(sz.yields / 20)).collect();
+    syscalls.sort_by(f64::total_cmp);
     notes.push(format!(
         "1t. yield round trip with TLS of its own (min / median / max): {}; vs shared TLS          {own:.1} ns vs {shared:.1} ns (+{:.1} ns); thread pointer set by {}, a pair of writes          alone {:.1} ns",
         s.spread(1.0, "ns"),
         own - shared,
         fiber::tls::switch_mechanism(),
         pairs[pairs.len() / 2]
+    ));
+    notes.push(format!(
+        "1t. without FSGSBASE a switch would set it with arch_prctl(ARCH_SET_FS): a pair of those system calls alone {:.1} ns",
+        syscalls[syscalls.len() / 2]
     ));
     let ratio = ours / base;
     Row {
