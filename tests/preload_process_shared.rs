@@ -85,3 +85,14 @@ fn a_wait_for_another_process_lets_the_hub_run() {
         assert!(t.late_ms < 100, "{mode}: the ticker was {} ms late", t.late_ms);
     }
 }
+
+/// A process-shared recursive or error-checking mutex handed to a condvar
+/// wait: until the waiter thread holds it, another thread's lock must wait
+/// (it took it as a relock of its own before, and its unlock then failed
+/// with EPERM and the waiter hung).
+#[test]
+fn a_mutex_in_a_condvar_wait_is_nobody_elses_relock() {
+    for ty in ["1", "2"] {
+        differential("pshared_cond_owner", &[ty]);
+    }
+}

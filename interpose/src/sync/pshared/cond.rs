@@ -120,6 +120,11 @@ fn kick_for_cancel(c: *mut pthread_cond_t) -> impl FnMut() -> Interrupted {
     }
 }
 
+/// Or'ed into the hub thread's id while a mutex passes to a waiter thread:
+/// above every thread id (the kernel's are below 2^22) and below glibc's
+/// own markers (`0x7ffffffe`, `0x7fffffff`).
+const HANDING_OVER: i32 = 0x4000_0000;
+
 /// A condition wait with a mutex in glibc's hands (process-shared, neither
 /// robust nor PI nor PP), made by a waiter thread with that very mutex:
 /// glibc sees it handed to that thread for the wait (its `__owner`), so
@@ -140,6 +145,13 @@ unsafe fn wait_handing_over(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, kin
     // SAFETY: gettid has no preconditions.
     let hub_tid = unsafe { libc::gettid() };
     let ca = c as usize;
+    // Until the waiter thread names itself the owner, glibc must not take
+    // the hub's thread for it: another fiber's lock of a recursive or
+    // error-checking mutex would succeed as a relock (or fail with
+    // EDEADLK). A value no thread id takes, and none of glibc's markers.
+    // SAFETY: the mutex is locked by us (checked above), so nobody else
+    // writes its owner word.
+    unsafe { word(a, mutex::OWNER) }.store(hub_tid | HANDING_OVER, Ordering::Relaxed);
     unhold(a);
     let call = waiter::start(move |t| {
         let (c, m) = (ca as *mut pthread_cond_t, a as *mut pthread_mutex_t);
