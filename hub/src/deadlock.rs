@@ -13,14 +13,30 @@ impl Hub {
     /// [`DEADLOCK_EXIT_CODE`].
     #[cold]
     pub(crate) fn deadlock(&self) -> ! {
-        let mut msg = String::from("greenhook: deadlock: all fibers are asleep and nothing can wake them\n");
+        self.report("all fibers are asleep and nothing can wake them");
+        std::process::exit(DEADLOCK_EXIT_CODE);
+    }
+
+    /// The report alone, once per process, when only a signal can still
+    /// wake anything (see [`internal::set_signals_may_wake`]).
+    #[cold]
+    pub(crate) fn report_deadlock_once(&self) {
+        static TOLD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if !TOLD.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            self.report(
+                "all fibers are asleep; only a signal can wake them now (a handler is installed), waiting for one",
+            );
+        }
+    }
+
+    fn report(&self, why: &str) {
+        let _g = internal::Guard::new();
+        let mut msg = format!("greenhook: deadlock: {why}\n");
         msg.push_str(&describe(&self.root));
         for t in self.tasks.borrow().iter() {
             msg.push_str(&describe(t));
         }
-        let _g = internal::Guard::new();
         eprint!("{msg}");
-        std::process::exit(DEADLOCK_EXIT_CODE);
     }
 }
 

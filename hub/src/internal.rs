@@ -271,3 +271,20 @@ pub fn priority() -> u32 {
     }
     PRIORITY.get().map_or(0, |f| f())
 }
+
+type SignalsMayWake = fn() -> bool;
+static SIGNALS_MAY_WAKE: OnceLock<SignalsMayWake> = OnceLock::new();
+
+/// Lets the layer above say whether a signal could still wake a thread
+/// whose fibers all wait (a handler is installed): then the hub does not
+/// end the process as deadlocked, it reports once and waits in its poller,
+/// as a deadlocked program waits natively for its alarm or its `SIGTERM`.
+/// The first registration wins.
+pub fn set_signals_may_wake(f: SignalsMayWake) {
+    let _ = SIGNALS_MAY_WAKE.set(f);
+}
+
+/// See [`set_signals_may_wake`].
+pub(crate) fn signals_may_wake() -> bool {
+    SIGNALS_MAY_WAKE.get().is_some_and(|f| f())
+}

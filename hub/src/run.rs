@@ -214,7 +214,11 @@ impl Hub {
         };
         if timeout.is_none() && self.fd_waiting.get() == 0 && self.remote.pending() == 0 {
             fork::exit_if_orphaned(self);
-            self.deadlock();
+            if !crate::internal::signals_may_wake() {
+                self.deadlock();
+            }
+            // A handler may still run and wake someone: wait for it.
+            self.report_deadlock_once();
         }
         // Skip the syscall when nothing could be reported.
         if timeout != Some(Duration::ZERO) || self.fd_waiting.get() > 0 || self.remote.pending() > 0 {

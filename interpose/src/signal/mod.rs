@@ -136,6 +136,7 @@ fn bits_to_set(b: u64, out: &mut sigset_t) {
 /// `act` and `old` are null or valid, as for `sigaction(2)`.
 unsafe fn install(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int {
     hub::set_poll_hook(deliver::on_poll);
+    hub::internal::set_signals_may_wake(a_handler_is_installed);
     // Resolves the real functions the trampoline may call, and this
     // thread's state, here rather than in a signal handler.
     state::with(|_| ());
@@ -190,6 +191,14 @@ unsafe fn install(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_i
 
 /// `SA_RESETHAND` for a signal we delivered ourselves: the disposition
 /// goes back to SIG_DFL, in our table and in the kernel.
+/// Whether the program has a handler installed for some signal: then a
+/// thread whose fibers all wait may still be woken by one (its alarm, a
+/// `SIGTERM` from outside), and the hub waits instead of ending the process
+/// as deadlocked.
+fn a_handler_is_installed() -> bool {
+    HANDLERS.iter().any(|h| h.load(Ordering::Relaxed) != 0)
+}
+
 fn reset_to_default(sig: c_int) {
     let s = sig as usize;
     HANDLERS[s].store(0, Ordering::SeqCst);

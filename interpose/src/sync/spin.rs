@@ -14,7 +14,9 @@ mod next {
 }
 
 hook! {
-    /// `pthread_spin_lock`: yields between attempts.
+    /// `pthread_spin_lock`: yields between attempts. Natively a spinning
+    /// thread runs the program's code, so its signal handlers run and an
+    /// asynchronous cancellation takes it: here too, between attempts.
     #[gate(cooperative())]
     [sync] fn pthread_spin_lock(l: *mut pthread_spinlock_t) -> c_int {
         loop {
@@ -23,6 +25,7 @@ hook! {
                 return 0;
             }
             hub::yield_now();
+            crate::async_cancel_point();
         }
     }
 }
