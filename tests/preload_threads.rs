@@ -159,3 +159,16 @@ fn a_new_thread_has_no_pending_signals() {
 fn lock_waiters_are_served_by_priority() {
     differential("sched_lock_order", &[]);
 }
+
+/// A thread that never waits but keeps calling hooked functions gets no
+/// more than its time slice (`GREENHOOK_SLICE_MS`): a poller of a flag
+/// under a mutex lets main set it, a thread spinning on a spin lock runs
+/// its signal handler, and a self-deadlocked main is ended by its alarm's
+/// handler (a handler is installed: no deadlock report exit). Each hung
+/// before, where the kernel would have preempted the thread.
+#[test]
+fn busy_threads_leave_room_for_the_others() {
+    for mode in ["poll", "spin", "relock"] {
+        differential("busy_threads", &[mode]);
+    }
+}

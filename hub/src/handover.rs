@@ -69,6 +69,23 @@ pub fn yield_now() {
     yield_slow();
 }
 
+/// Like [`yield_now`], but never a direct hand-over: through the root,
+/// which polls timers and I/O on the way (unless the caller runs handed
+/// over, which must go back to the fiber that handed over). For a yield
+/// the caller did not ask for (a time slice that ran out), which must let
+/// everything else have its turn.
+pub fn yield_to_hub() {
+    let p = crate::current_ptr();
+    if !p.is_null() {
+        let hub = Hub::get();
+        if hub.handing_over.get() != Handover::Idle {
+            // SAFETY: the current-task pointer points at the running task, a fiber.
+            return unsafe { (*p).suspend_runnable() };
+        }
+    }
+    yield_slow();
+}
+
 /// The rest of [`yield_now`], out of line: through the root.
 #[inline(never)]
 fn yield_slow() {

@@ -77,7 +77,7 @@ pub use cputime::cpu_time;
 pub use deadlock::DEADLOCK_EXIT_CODE;
 pub use fd::{forget_fd, registered_high, wait_fd, wait_fds, Interest};
 pub use fork::{in_loop, reset_after_fork, set_poll_hook};
-pub use handover::yield_now;
+pub use handover::{yield_now, yield_to_hub};
 pub use park::{park, park_object, parked, parked_where, unpark, unpark_best, unpark_where, Park};
 pub use per_thread::PerThread;
 pub use pool::{offload, pool_size};
@@ -86,7 +86,7 @@ pub use spawn::{
     around_fork, exit_current, for_each_task, home_thread_pointer, join, join_interruptible, join_until, live_fibers,
     run_tls_destructors, spawn, Spawn,
 };
-pub use stats::{stalls, stats, stats_table, Stats};
+pub use stats::{stalls, stats, stats_table, switch_count, Stats};
 pub use task::{
     current, current_id, current_user, in_fiber, owner_id, root, with_current_fiber, State, Task, Waiting, Wake,
 };

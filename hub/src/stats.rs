@@ -54,6 +54,12 @@ pub(crate) fn bump(c: &Cell<u64>) {
     c.set(c.get() + 1);
 }
 
+/// How many switches this thread's hub has made (0 without a hub): one
+/// counter load, for callers that only ask whether anything switched.
+pub fn switch_count() -> u64 {
+    Hub::existing().map_or(0, |h| h.counters.switches.get())
+}
+
 /// This thread's counters.
 pub fn stats() -> Stats {
     let hub = Hub::get();

@@ -148,7 +148,10 @@ impl Entered {
         // (the guard is forgotten above).
         if unsafe { depth.leave() } == 0 {
             #[cfg(greenhook_linux_hooks)]
-            crate::signal::run_pending();
+            {
+                crate::signal::run_pending();
+                crate::preempt::at_hook_return();
+            }
         }
     }
 }

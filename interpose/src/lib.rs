@@ -58,6 +58,8 @@ pub mod io;
 #[cfg(greenhook_linux_hooks)]
 pub mod poll;
 #[cfg(greenhook_linux_hooks)]
+pub(crate) mod preempt;
+#[cfg(greenhook_linux_hooks)]
 pub mod process;
 #[cfg(greenhook_linux_hooks)]
 pub mod signal;
@@ -92,6 +94,7 @@ fn setup() {
     hook::init_stats();
     #[cfg(greenhook_linux_hooks)]
     {
+        preempt::init();
         hub::internal::set_name_provider(thread::name_for_monitor);
         hub::internal::set_priority_provider(thread::sched::current_priority);
         hub::internal::set_user_namer(thread::name_of);

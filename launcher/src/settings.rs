@@ -64,6 +64,14 @@ pub const SETTINGS: &[Setting] = &[
         default: "no report",
     },
     Setting {
+        var: "GREENHOOK_SLICE_MS",
+        option: Some("--slice-ms"),
+        arg: "N",
+        value: Value::Count,
+        meaning: "a thread that calls hooked functions but never waits yields every N ms (0: never)",
+        default: "10",
+    },
+    Setting {
         var: "GREENHOOK_STATS",
         option: Some("--stats"),
         arg: "",

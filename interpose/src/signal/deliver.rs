@@ -104,6 +104,23 @@ fn call(sig: c_int, v: &Via, info: *mut siginfo_t, uc: *mut c_void) {
     if v.flags & libc::SA_RESTART == 0 {
         let _ = INTERRUPTING.try_with(|c| c.set(c.get() + 1));
     }
+    // No time-slice yield while it runs (see `preempt`). The mark goes on
+    // return and on glibc's forced unwind (a handler that calls
+    // `pthread_exit`); a handler left by `siglongjmp` leaves it, which only
+    // turns the time slices off.
+    struct Running;
+    impl Drop for Running {
+        fn drop(&mut self) {
+            crate::preempt::IN_HANDLER.fetch_sub(1, Relaxed);
+        }
+    }
+    crate::preempt::IN_HANDLER.fetch_add(1, Relaxed);
+    let _running = Running;
+    call_handler(sig, v, info, uc);
+}
+
+/// The handler call itself (see [`call`]).
+fn call_handler(sig: c_int, v: &Via, info: *mut siginfo_t, uc: *mut c_void) {
     if v.flags & libc::SA_SIGINFO != 0 {
         // SAFETY: the program installed this word as an sa_sigaction handler.
         let f: extern "C" fn(c_int, *mut siginfo_t, *mut c_void) = unsafe { std::mem::transmute(v.handler) };

@@ -1,0 +1,90 @@
+//! Time slices at hook boundaries: a thread that keeps calling hooked
+//! functions without ever blocking yields every `GREENHOOK_SLICE_MS` (10 ms
+//! by default; 0 turns it off) at the return of one of them.
+//!
+//! N:1 has no preemption: a thread that never waits keeps the hub. Natively
+//! the kernel would preempt it, and programs count on that, for instance a
+//! thread that polls a flag under a mutex (`lock`, read, `unlock`, again)
+//! until another thread sets it: under N:1 the other thread never runs and
+//! the poller spins for ever. Every return from a hook to the program is a
+//! point where the kernel might as well have preempted the thread, so the
+//! yield changes nothing a program may rely on. A thread that calls no
+//! hooked function at all (a pure computation) still holds the hub: the
+//! stall monitor names it.
+//!
+//! Cost: one load and one store of a counter at each hook's return; every
+//! 256th looks at the coarse monotonic clock and the hub's switch count. A
+//! yield needs the same slice to have passed without any switch, so threads
+//! that block now and then are never preempted.
+//!
+//! Never inside a signal handler (it may have interrupted the program
+//! anywhere, `malloc` included, and another thread could then need what it
+//! holds) nor inside greenhook's own machinery.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+
+/// Hook returns between two looks at the clock.
+const EVERY: u32 = 256;
+
+/// The slice in nanoseconds; 0: no preemption.
+static SLICE_NS: AtomicU64 = AtomicU64::new(10_000_000);
+/// Hook returns so far (wrapping; only the fibers' thread yields, so a race
+/// with another thread only shifts when the clock is looked at).
+static COUNT: AtomicU32 = AtomicU32::new(0);
+/// The hub's switch count when it was last seen to move, and when.
+static SWITCHES: AtomicU64 = AtomicU64::new(0);
+static SINCE_NS: AtomicU64 = AtomicU64::new(0);
+/// Signal handlers running now (see `signal`); a handler left by
+/// `siglongjmp` leaves it raised, which only turns preemption off.
+pub(crate) static IN_HANDLER: AtomicU32 = AtomicU32::new(0);
+
+/// Reads `GREENHOOK_SLICE_MS` (at load time).
+pub(crate) fn init() {
+    if let Some(ms) = std::env::var("GREENHOOK_SLICE_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        SLICE_NS.store(ms.saturating_mul(1_000_000), Relaxed);
+    }
+}
+
+/// At a hook's return to the program (see the [module](self) docs).
+#[inline(always)]
+pub(crate) fn at_hook_return() {
+    let n = COUNT.load(Relaxed).wrapping_add(1);
+    COUNT.store(n, Relaxed);
+    if n.is_multiple_of(EVERY) {
+        look();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn look() {
+    let slice = SLICE_NS.load(Relaxed);
+    if slice == 0 || IN_HANDLER.load(Relaxed) != 0 || !crate::gate::cooperative() {
+        return;
+    }
+    let now = coarse_now_ns();
+    let switches = hub::switch_count();
+    if switches != SWITCHES.load(Relaxed) {
+        SWITCHES.store(switches, Relaxed);
+        SINCE_NS.store(now, Relaxed);
+        return;
+    }
+    if now.saturating_sub(SINCE_NS.load(Relaxed)) < slice {
+        return;
+    }
+    SINCE_NS.store(now, Relaxed);
+    hub::yield_to_hub();
+    // The yield let others run: what they sent this thread runs now.
+    crate::async_cancel_point();
+}
+
+/// `CLOCK_MONOTONIC_COARSE` in nanoseconds (the vDSO's, a few ns).
+fn coarse_now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid out-pointer; glibc's own clock_gettime.
+    unsafe { crate::thread::cputime::clock_gettime::real(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
