@@ -172,3 +172,11 @@ fn busy_threads_leave_room_for_the_others() {
         differential("busy_threads", &[mode]);
     }
 }
+
+/// An rwlock made `PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP` keeps new
+/// readers out while a writer waits (its `tryrdlock` is `EBUSY`), as
+/// glibc's does; the default and `PREFER_WRITER_NP` let them in.
+#[test]
+fn rwlock_kinds_order_readers_and_writers_as_glibc() {
+    differential("rwlock_kinds", &[]);
+}

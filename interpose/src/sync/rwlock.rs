@@ -2,8 +2,9 @@
 //! is -1 (a writer holds it) or the number of readers, another the
 //! writer's owner id. Readers are preferred, as in glibc's default: a
 //! reader gets in whenever no writer holds the lock, even while writers
-//! wait. A process-shared rwlock (`__shared`, set by glibc's init) is
-//! glibc's ([`super::pshared`]).
+//! wait; in a lock made `PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP`, a
+//! new reader waits while a writer does. A process-shared rwlock
+//! (`__shared`, set by glibc's init) is glibc's ([`super::pshared`]).
 
 use std::sync::atomic::Ordering;
 
@@ -20,6 +21,15 @@ pub(super) const WRITER: usize = 6;
 /// `__writers`: 1 once a waiter may be parked, 0 after an unlock woke them
 /// all; an unlock with none (the uncontended case) touches nothing else.
 const WAITERS: usize = 1;
+/// `__pad3`: how many writers wait (only counted, and only looked at, in a
+/// writer-preferring lock).
+const WRITERS_WAITING: usize = 4;
+/// `__flags`: the kind from `pthread_rwlockattr_setkind_np`.
+const FLAGS: usize = 12;
+/// The kind in which waiting writers keep new readers out (glibc's only
+/// writer-preferring kind: `PTHREAD_RWLOCK_PREFER_WRITER_NP` behaves as
+/// the reader-preferring default there).
+const PREFER_WRITER_NONRECURSIVE: i32 = 2;
 
 /// Whether a lock operation is shared (read) or exclusive (write).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -42,6 +52,11 @@ unsafe fn lock(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
     let a = l as usize;
     // SAFETY: the caller's rwlock (56 bytes).
     let (state, writer, waiters) = unsafe { (word(a, STATE), word(a, WRITER), word(a, WAITERS)) };
+    // SAFETY: as above.
+    let (writers_waiting, flags) = unsafe { (word(a, WRITERS_WAITING), word(a, FLAGS)) };
+    // A writer-preferring lock: a new reader waits while a writer does.
+    let writers_first = flags.load(Ordering::Relaxed) == PREFER_WRITER_NONRECURSIVE;
+    let writer_waits = || writers_first && writers_waiting.load(Ordering::Relaxed) > 0;
     let me = hub::owner_id();
     loop {
         let s = state.load(Ordering::Relaxed);
@@ -55,7 +70,7 @@ unsafe fn lock(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
                         .compare_exchange(0, -1, Ordering::Acquire, Ordering::Relaxed)
                         .is_ok()
             }
-            Read if s >= 0 => {
+            Read if s >= 0 && !writer_waits() => {
                 if s == i32::MAX {
                     return libc::EAGAIN;
                 }
@@ -79,7 +94,7 @@ unsafe fn lock(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
             let s = state.load(Ordering::Relaxed);
             match mode {
                 Write => s != 0,
-                Read => s < 0,
+                Read => s < 0 || writer_waits(),
             }
         };
         // Before `busy` is looked at again (the futex rule): an unlock
@@ -87,7 +102,17 @@ unsafe fn lock(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
         // the fibers of one hub use an emulated rwlock, one at a time:
         // program order is enough, as for the state word's updates.)
         waiters.store(1, Ordering::Relaxed);
-        if park(Kind::Rwlock, a, tag((mode == Write) as u32), deadline, busy) == hub::Park::TimedOut {
+        let counted = writers_first && mode == Write;
+        if counted {
+            writers_waiting.fetch_add(1, Ordering::Relaxed);
+        }
+        let r = park(Kind::Rwlock, a, tag((mode == Write) as u32), deadline, busy);
+        if counted && writers_waiting.fetch_sub(1, Ordering::Relaxed) == 1 && r == hub::Park::TimedOut {
+            // The last waiting writer gives up: readers it kept out go in.
+            waiters.store(0, Ordering::Relaxed);
+            wake_all(a);
+        }
+        if r == hub::Park::TimedOut {
             return libc::ETIMEDOUT;
         }
     }
