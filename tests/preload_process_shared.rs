@@ -87,12 +87,15 @@ fn a_wait_for_another_process_lets_the_hub_run() {
 }
 
 /// A process-shared recursive or error-checking mutex handed to a condvar
-/// wait: until the waiter thread holds it, another thread's lock must wait
-/// (it took it as a relock of its own before, and its unlock then failed
-/// with EPERM and the waiter hung).
+/// wait: until the waiter thread holds it, and again from when the waiter
+/// thread has it back until the waiting thread runs, another thread's lock
+/// must wait (it took it as a relock of its own before: its unlock failed
+/// with EPERM and the waiter hung, or a timed-out wait returned while the
+/// other thread held the mutex).
 #[test]
 fn a_mutex_in_a_condvar_wait_is_nobody_elses_relock() {
     for ty in ["1", "2"] {
         differential("pshared_cond_owner", &[ty]);
+        differential("pshared_cond_owner", &[ty, "timeout"]);
     }
 }

@@ -162,14 +162,29 @@ unsafe fn wait_handing_over(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, kin
             word(a, mutex::OWNER).store(libc::gettid(), Ordering::Relaxed);
             glibc_wait(c, m, until)
         };
-        // SAFETY: as above; glibc took the mutex back for this thread.
-        t.publish(r, || unsafe { word(a, mutex::OWNER) }.store(hub_tid, Ordering::Relaxed));
+        // SAFETY: as above; glibc took the mutex back for this thread. It
+        // is the hub's thread's again only once the fiber runs (below):
+        // until then another fiber's lock must still wait, not relock.
+        t.publish(r, || {
+            unsafe { word(a, mutex::OWNER) }.store(hub_tid | HANDING_OVER, Ordering::Relaxed)
+        });
     });
     let r = match call {
-        Some(call) => call.finish(ca, kick_for_cancel(c)).unwrap_or(0),
-        // No waiter thread: wait here, blocking the hub.
-        // SAFETY: per the contract.
-        None => unsafe { glibc_wait(c, m, until) },
+        Some(call) => {
+            let r = call.finish(ca, kick_for_cancel(c)).unwrap_or(0);
+            // SAFETY: the waiter thread holds the mutex for us and is done
+            // with it; nobody else writes its owner word.
+            unsafe { word(a, mutex::OWNER) }.store(hub_tid, Ordering::Relaxed);
+            r
+        }
+        // No waiter thread: wait here, blocking the hub, as the owner
+        // glibc checks (the marker is for a waiter thread only).
+        None => {
+            // SAFETY: as above: the mutex is locked by us.
+            unsafe { word(a, mutex::OWNER) }.store(hub_tid, Ordering::Relaxed);
+            // SAFETY: per the contract.
+            unsafe { glibc_wait(c, m, until) }
+        }
     };
     hold(a, me, true);
     r
