@@ -162,10 +162,11 @@ unsafe fn wait_handing_over(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, kin
             word(a, mutex::OWNER).store(libc::gettid(), Ordering::Relaxed);
             glibc_wait(c, m, until)
         };
-        // SAFETY: as above; glibc took the mutex back for this thread. It
-        // is the hub's thread's again only once the fiber runs (below):
-        // until then another fiber's lock must still wait, not relock.
+        // The mutex is the hub's thread's again only once the fiber runs
+        // (below): until then another fiber's lock must still wait, not
+        // take it for a relock.
         t.publish(r, || {
+            // SAFETY: as above; glibc took the mutex back for this thread.
             unsafe { word(a, mutex::OWNER) }.store(hub_tid | HANDING_OVER, Ordering::Relaxed)
         });
     });
