@@ -70,14 +70,16 @@ pub fn yield_now() {
 }
 
 /// Like [`yield_now`], but never a direct hand-over: through the root,
-/// which polls timers and I/O on the way (unless the caller runs handed
-/// over, which must go back to the fiber that handed over). For a yield
+/// which polls timers and I/O before it runs the next fiber (unless the
+/// caller runs handed over, which must go back to the fiber that handed
+/// over; the root polls when that one comes back). For a yield
 /// the caller did not ask for (a time slice that ran out), which must let
 /// everything else have its turn.
 pub fn yield_to_hub() {
     let p = crate::current_ptr();
     if !p.is_null() {
         let hub = Hub::get();
+        hub.poll_soon.set(true);
         if hub.handing_over.get() != Handover::Idle {
             // SAFETY: the current-task pointer points at the running task, a fiber.
             return unsafe { (*p).suspend_runnable() };

@@ -138,6 +138,10 @@ pub(crate) struct Hub {
     blocked_resumer: Cell<*const Task>,
     /// Direct hand-overs left before the next trip through the root.
     direct_left: Cell<u32>,
+    /// A fiber's time slice ran out ([`yield_to_hub`]): the root's loop
+    /// polls timers and I/O before it runs the next fiber, not 64 fibers
+    /// later (64 slices would be most of a second).
+    poll_soon: Cell<bool>,
     /// What `direct_left` is renewed to: [`DIRECT_BUDGET`], or 0 under the
     /// stall monitor and once CPU time is accounted (see [`Hub::hand_over`]).
     direct_budget: Cell<u32>,
@@ -325,6 +329,7 @@ impl Hub {
             handing_over: Cell::new(Handover::Idle),
             blocked_resumer: Cell::new(std::ptr::null()),
             direct_left: Cell::new(direct_budget),
+            poll_soon: Cell::new(false),
             direct_budget: Cell::new(direct_budget),
             cpu: cputime::Clocks::default(),
             root_local: LOCAL.with(|l| l as *const Local),

@@ -125,7 +125,7 @@ impl Hub {
                 Some(t) => {
                     self.run_task(t);
                     since_poll += 1;
-                    if since_poll == 64 {
+                    if since_poll == 64 || self.poll_soon.replace(false) {
                         since_poll = 0;
                         self.poll(false);
                     }

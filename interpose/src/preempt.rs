@@ -34,9 +34,28 @@ static COUNT: AtomicU32 = AtomicU32::new(0);
 /// The hub's switch count when it was last seen to move, and when.
 static SWITCHES: AtomicU64 = AtomicU64::new(0);
 static SINCE_NS: AtomicU64 = AtomicU64::new(0);
-/// Signal handlers running now (see `signal`); a handler left by
-/// `siglongjmp` leaves it raised, which only turns preemption off.
-pub(crate) static IN_HANDLER: AtomicU32 = AtomicU32::new(0);
+thread_local! {
+    /// Signal handlers the running context is in (see `signal`): a
+    /// thread-local, so per fiber where fibers have TLS of their own (the
+    /// default), per OS thread where they share it. A handler left by
+    /// `siglongjmp` leaves it raised, which only turns preemption off there.
+    static IN_HANDLER: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs the signal handler call `f` marked as such (see [`IN_HANDLER`]);
+/// the mark goes on return and on glibc's forced unwind (a handler that
+/// calls `pthread_exit`).
+pub(crate) fn in_handler<R>(f: impl FnOnce() -> R) -> R {
+    struct Running;
+    impl Drop for Running {
+        fn drop(&mut self) {
+            let _ = IN_HANDLER.try_with(|h| h.set(h.get().saturating_sub(1)));
+        }
+    }
+    let _ = IN_HANDLER.try_with(|h| h.set(h.get() + 1));
+    let _running = Running;
+    f()
+}
 
 /// Reads `GREENHOOK_SLICE_MS` (at load time).
 pub(crate) fn init() {
@@ -62,7 +81,7 @@ pub(crate) fn at_hook_return() {
 #[inline(never)]
 fn look() {
     let slice = SLICE_NS.load(Relaxed);
-    if slice == 0 || IN_HANDLER.load(Relaxed) != 0 || !crate::gate::cooperative() {
+    if slice == 0 || IN_HANDLER.try_with(|h| h.get()).unwrap_or(1) != 0 || !crate::gate::cooperative() {
         return;
     }
     let now = coarse_now_ns();
@@ -76,9 +95,15 @@ fn look() {
         return;
     }
     SINCE_NS.store(now, Relaxed);
+    // Greenhook's code again while it switches (the hook that called this
+    // has left): a signal meanwhile waits for a safe point instead of
+    // running its handler inside the switch.
+    let depth = hub::internal::enter_hook();
     hub::yield_to_hub();
     // The yield let others run: what they sent this thread runs now.
     crate::async_cancel_point();
+    // SAFETY: entered just above, in this same context, left once.
+    unsafe { depth.leave() };
 }
 
 /// `CLOCK_MONOTONIC_COARSE` in nanoseconds (the vDSO's, a few ns).

@@ -104,19 +104,8 @@ fn call(sig: c_int, v: &Via, info: *mut siginfo_t, uc: *mut c_void) {
     if v.flags & libc::SA_RESTART == 0 {
         let _ = INTERRUPTING.try_with(|c| c.set(c.get() + 1));
     }
-    // No time-slice yield while it runs (see `preempt`). The mark goes on
-    // return and on glibc's forced unwind (a handler that calls
-    // `pthread_exit`); a handler left by `siglongjmp` leaves it, which only
-    // turns the time slices off.
-    struct Running;
-    impl Drop for Running {
-        fn drop(&mut self) {
-            crate::preempt::IN_HANDLER.fetch_sub(1, Relaxed);
-        }
-    }
-    crate::preempt::IN_HANDLER.fetch_add(1, Relaxed);
-    let _running = Running;
-    call_handler(sig, v, info, uc);
+    // No time-slice yield while it runs (see `preempt`).
+    crate::preempt::in_handler(|| call_handler(sig, v, info, uc));
 }
 
 /// The handler call itself (see [`call`]).

@@ -118,6 +118,8 @@ hook! {
     /// hook shape does not take; the C caller cannot tell).
     #[gate(emulating())]
     [thread] fn pthread_exit(v: *mut c_void) {
+        // As at a start routine's return (see `fiber_main`).
+        crate::signal::run_pending();
         if let Some(rec) = current_record() {
             exit_fiber(rec, v);
         }
