@@ -55,8 +55,8 @@ unsafe fn lock(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
     // SAFETY: as above.
     let (writers_waiting, flags) = unsafe { (word(a, WRITERS_WAITING), word(a, FLAGS)) };
     // A writer-preferring lock: a new reader waits while a writer does.
-    let writers_first = flags.load(Ordering::Relaxed) == PREFER_WRITER_NONRECURSIVE;
-    let writer_waits = || writers_first && writers_waiting.load(Ordering::Relaxed) > 0;
+    // Writers are counted in such a lock only, so the count alone says it.
+    let writer_waits = || writers_waiting.load(Ordering::Relaxed) > 0;
     let me = hub::owner_id();
     loop {
         let s = state.load(Ordering::Relaxed);
@@ -102,7 +102,7 @@ unsafe fn lock(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
         // the fibers of one hub use an emulated rwlock, one at a time:
         // program order is enough, as for the state word's updates.)
         waiters.store(1, Ordering::Relaxed);
-        let counted = writers_first && mode == Write;
+        let counted = mode == Write && flags.load(Ordering::Relaxed) == PREFER_WRITER_NONRECURSIVE;
         if counted {
             writers_waiting.fetch_add(1, Ordering::Relaxed);
         }
