@@ -36,23 +36,24 @@ impl RunQueue {
     }
 
     pub(crate) fn push_back(&self, t: Rc<Task>) {
-        let mut q = self.q.borrow_mut();
-        if q.len() == q.capacity() {
-            let more = q.len().max(16);
-            crate::internal::bookkeeping(|| q.reserve(more));
-        }
-        q.push_back(t);
-        self.note(&q);
+        self.push(t, VecDeque::push_back);
     }
 
     /// Puts `t` first (see [`Hub::wake_raw`](crate::Hub::wake_raw)).
     pub(crate) fn push_front(&self, t: Rc<Task>) {
+        self.push(t, VecDeque::push_front);
+    }
+
+    /// Adds `t` at one end, growing the queue as machinery (the allocator
+    /// may call hooks).
+    #[inline(always)]
+    fn push(&self, t: Rc<Task>, at: fn(&mut VecDeque<Rc<Task>>, Rc<Task>)) {
         let mut q = self.q.borrow_mut();
         if q.len() == q.capacity() {
             let more = q.len().max(16);
             crate::internal::bookkeeping(|| q.reserve(more));
         }
-        q.push_front(t);
+        at(&mut q, t);
         self.note(&q);
     }
 
