@@ -17,9 +17,13 @@
 //! yield needs the same slice to have passed without any switch, so threads
 //! that block now and then are never preempted.
 //!
-//! Never inside a signal handler (it may have interrupted the program
-//! anywhere, `malloc` included, and another thread could then need what it
-//! holds) nor inside greenhook's own machinery.
+//! Never inside a signal handler run where the signal interrupted the
+//! program (anywhere, `malloc` included, and another thread could then need
+//! what it holds) nor inside greenhook's own machinery. A handler run at a
+//! safe point (a hook's return, an interrupted wait) interrupted nothing and
+//! gets slices like the program's code: handlers that keep coming (each
+//! one's hooked call running the next at its return) would otherwise hold
+//! the hub for good.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 

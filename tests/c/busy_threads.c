@@ -8,10 +8,15 @@
  *             a SIGALRM handler in that thread ends it with pthread_exit
  *   relock    main relocks its own normal mutex (a self-deadlock) with an
  *             alarm set: the SIGALRM handler prints and exits 0
+ *   signalled a worker calls pthread_kill(self, 0) in a loop while two
+ *             threads send the process SIGUSR1/SIGUSR2 as fast as its
+ *             handlers (in the worker, the only thread accepting them)
+ *             post their semaphores; main sleeps 200 ms, then stops all
  *
  * stdout: deterministic lines, then "ok MODE". */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +70,65 @@ static void on_alarm_exit_process(int sig)
     _exit(0);
 }
 
+static volatile int go_on = 1;
+static sem_t posted[2];
+static sigset_t usr;
+
+static void on_usr(int sig)
+{
+    sem_post(&posted[sig == SIGUSR2]);
+}
+
+static void *sender(void *arg)
+{
+    long i = (long)arg;
+    pthread_sigmask(SIG_BLOCK, &usr, NULL);
+    while (go_on) {
+        sem_wait(&posted[i]);
+        kill(getpid(), i ? SIGUSR2 : SIGUSR1);
+    }
+    return NULL;
+}
+
+static void *worker(void *arg)
+{
+    (void)arg;
+    pthread_sigmask(SIG_UNBLOCK, &usr, NULL);
+    while (go_on)
+        if (pthread_kill(pthread_self(), 0) != 0)
+            return (void *)1;
+    return NULL;
+}
+
+static void signalled(void)
+{
+    sigemptyset(&usr);
+    sigaddset(&usr, SIGUSR1);
+    sigaddset(&usr, SIGUSR2);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr; /* no SA_RESTART, an empty mask */
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGUSR2, &sa, NULL);
+    pthread_sigmask(SIG_BLOCK, &usr, NULL);
+    sem_init(&posted[0], 0, 1);
+    sem_init(&posted[1], 0, 1);
+    pthread_t w, s1, s2;
+    pthread_create(&w, NULL, worker, NULL);
+    pthread_create(&s1, NULL, sender, (void *)0L);
+    pthread_create(&s2, NULL, sender, (void *)1L);
+    usleep(200000);
+    go_on = 0;
+    /* Senders waiting for a post that will not come get one. */
+    sem_post(&posted[0]);
+    sem_post(&posted[1]);
+    void *r;
+    pthread_join(s1, NULL);
+    pthread_join(s2, NULL);
+    pthread_join(w, &r);
+    printf("the worker and both senders stopped; pthread_kill(self, 0) failed: %s\n", r ? "yes" : "no");
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -97,8 +161,10 @@ int main(int argc, char **argv)
         pthread_mutex_lock(&m);
         printf("FAIL: a normal mutex relocked\n");
         return 1;
+    } else if (strcmp(mode, "signalled") == 0) {
+        signalled();
     } else {
-        fprintf(stderr, "usage: busy_threads poll|spin|relock\n");
+        fprintf(stderr, "usage: busy_threads poll|spin|relock|signalled\n");
         return 2;
     }
     printf("ok %s\n", mode);

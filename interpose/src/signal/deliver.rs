@@ -104,8 +104,7 @@ fn call(sig: c_int, v: &Via, info: *mut siginfo_t, uc: *mut c_void) {
     if v.flags & libc::SA_RESTART == 0 {
         let _ = INTERRUPTING.try_with(|c| c.set(c.get() + 1));
     }
-    // No time-slice yield while it runs (see `preempt`).
-    crate::preempt::in_handler(|| call_handler(sig, v, info, uc));
+    call_handler(sig, v, info, uc);
 }
 
 /// The handler call itself (see [`call`]).
@@ -226,7 +225,10 @@ fn run_now(sig: c_int, v: &Via, info: *mut siginfo_t, uc: *mut c_void) -> bool {
     if let Plan::Defer = plan {
         return false;
     }
-    crate::hook::program(|| call(sig, v, info, uc));
+    // It interrupted the program anywhere (in `malloc`, say): no
+    // time-slice yield while it runs (see `preempt`). A handler run at a
+    // safe point (`run_action`) interrupted nothing, and may be.
+    crate::hook::program(|| crate::preempt::in_handler(|| call(sig, v, info, uc)));
     if let Plan::Virtual(old) = plan {
         state::with(|st| {
             st.note_handler(id, v.flags & libc::SA_RESTART != 0);
