@@ -104,11 +104,6 @@ fn call(sig: c_int, v: &Via, info: *mut siginfo_t, uc: *mut c_void) {
     if v.flags & libc::SA_RESTART == 0 {
         let _ = INTERRUPTING.try_with(|c| c.set(c.get() + 1));
     }
-    call_handler(sig, v, info, uc);
-}
-
-/// The handler call itself (see [`call`]).
-fn call_handler(sig: c_int, v: &Via, info: *mut siginfo_t, uc: *mut c_void) {
     if v.flags & libc::SA_SIGINFO != 0 {
         // SAFETY: the program installed this word as an sa_sigaction handler.
         let f: extern "C" fn(c_int, *mut siginfo_t, *mut c_void) = unsafe { std::mem::transmute(v.handler) };
@@ -394,8 +389,7 @@ pub(super) fn send(id: u64, sig: c_int, info: &siginfo_t) -> c_int {
     let known = state::with(|st| {
         st.ensure();
         st.has(id).then(|| st.mask(id))
-    })
-    .flatten();
+    });
     let Some(mask) = known else {
         // A fiber made without pthread_create: no state of its own.
         return libc::ESRCH;
@@ -474,9 +468,7 @@ fn run_action(id: u64, e: Entry) -> Ran {
     if e.via.is_none() && v.flags & libc::SA_RESETHAND != 0 {
         super::reset_to_default(sig);
     }
-    let Some(old) = state::with(|st| st.mask(id)) else {
-        return Ran::default();
-    };
+    let old = state::with(|st| st.mask(id));
     let during = old | handler_mask(sig, &v);
     remask(id, old, during);
     // The context the handler gets, as sigreturn would use it: the mask to
@@ -501,7 +493,7 @@ fn run_action(id: u64, e: Entry) -> Ran {
 fn run_due() -> Ran {
     let id = hub::current_id();
     let mut ran = Ran::default();
-    while let Some(mask) = state::with(|st| st.has(id).then(|| st.mask(id))).flatten() {
+    while let Some(mask) = state::with(|st| st.has(id).then(|| st.mask(id))) {
         let Some(e) = table::take(id, !mask) else { break };
         state::with(|st| st.refresh(id));
         let r = run_action(id, e);

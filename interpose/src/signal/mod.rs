@@ -258,21 +258,19 @@ hook! {
 /// Whether masks are virtual here: on the fibers' thread, once a fiber was
 /// made (see the module docs).
 pub(crate) fn virtual_masks() -> bool {
-    emulating() && (can_yield() || state::with(|st| st.ready()).unwrap_or(false))
+    emulating() && (can_yield() || state::with(|st| st.ready()))
 }
 
 /// The calling context's signal mask (virtual when masks are per fiber).
 pub(crate) fn current_mask() -> sigset_t {
     // SAFETY: a zeroed sigset is a valid out buffer.
     let mut set: sigset_t = unsafe { std::mem::zeroed() };
-    let virt = virtual_masks()
-        .then(|| {
-            state::with(|st| {
-                st.ensure();
-                st.mask(hub::current_id())
-            })
+    let virt = virtual_masks().then(|| {
+        state::with(|st| {
+            st.ensure();
+            st.mask(hub::current_id())
         })
-        .flatten();
+    });
     match virt {
         Some(m) => bits_to_set(m, &mut set),
         // SAFETY: query only.
@@ -376,9 +374,7 @@ pub(crate) fn inherit_mask(child: &Rc<hub::Task>) {
         m
     });
     // What no context accepted until now, it may.
-    if let Some(m) = m {
-        deliver::claim(child.id(), !m);
-    }
+    deliver::claim(child.id(), !m);
 }
 
 /// The ending fiber `t` no longer counts: the process-directed signals
@@ -387,7 +383,7 @@ pub(crate) fn inherit_mask(child: &Rc<hub::Task>) {
 /// (it may have been the only one to accept a signal).
 pub(crate) fn thread_ended(t: &hub::Task) {
     let id = t.id();
-    if state::with(|st| st.remove(id)).flatten().is_none() {
+    if state::with(|st| st.remove(id)).is_none() {
         return;
     }
     deliver::rehome(id, ALL);
@@ -398,14 +394,10 @@ pub(crate) fn thread_ended(t: &hub::Task) {
 /// The shared body of `pthread_sigmask`/`sigprocmask`: an errno value.
 fn change_mask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
     let me = hub::current();
-    let Some(cur) = state::with(|st| {
+    let cur = state::with(|st| {
         st.ensure();
         st.mask(me.id())
-    }) else {
-        // Thread-locals are gone (thread exit): the real mask is all there is.
-        // SAFETY: the caller's arguments, unchanged.
-        return unsafe { pthread_sigmask::real(how, set, old) };
-    };
+    });
     // SAFETY: caller's contract: null or a valid set.
     let new = match unsafe { set.as_ref() } {
         None => cur,
@@ -566,7 +558,7 @@ pub(crate) struct HandlerMark {
 impl HandlerMark {
     /// The calling thread's count now.
     pub(crate) fn now() -> HandlerMark {
-        let (ran, interrupting) = state::with(|st| st.handlers(hub::current_id())).unwrap_or((0, 0));
+        let (ran, interrupting) = state::with(|st| st.handlers(hub::current_id()));
         HandlerMark { ran, interrupting }
     }
 
@@ -603,7 +595,7 @@ fn wait_for_handler() {
 /// `pause`/`sigsuspend` wait on the hub: where fibers run, and wherever
 /// masks are virtual (the kernel would not know the context's mask).
 fn emulated_wait() -> bool {
-    emulating() && (can_yield() || state::with(|st| st.ready()).unwrap_or(false))
+    emulating() && (can_yield() || state::with(|st| st.ready()))
 }
 
 hook! {
@@ -628,12 +620,10 @@ hook! {
         crate::cancel_point();
         let m = set_to_bits(m) & !UNBLOCKABLE;
         let me = hub::current();
-        let Some(saved) = state::with(|st| {
+        let saved = state::with(|st| {
             st.ensure();
             st.mask(me.id())
-        }) else {
-            return errno::fail(libc::EINTR);
-        };
+        });
         switch_mask(&me, saved, m);
         wait_for_handler();
         switch_mask(&me, m, saved);
@@ -658,12 +648,10 @@ pub(crate) fn with_wait_mask(mask: *const sigset_t, wait: impl FnOnce() -> c_int
     };
     let m = set_to_bits(&m) & !UNBLOCKABLE;
     let me = hub::current();
-    let Some(saved) = state::with(|st| {
+    let saved = state::with(|st| {
         st.ensure();
         st.mask(me.id())
-    }) else {
-        return wait();
-    };
+    });
     switch_mask(&me, saved, m);
     let r = if run_pending().handler {
         errno::fail(libc::EINTR)

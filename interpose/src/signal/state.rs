@@ -82,10 +82,10 @@ static STATE: hub::PerThread<State> = hub::PerThread::new(|| State {
     due: Cell::new(0),
 });
 
-/// Runs `f` with this thread's state, made on first use. Always `Some`
-/// (callers written for a state that could be gone keep their fallback).
-pub(super) fn with<R>(f: impl FnOnce(&State) -> R) -> Option<R> {
-    Some(STATE.with(f))
+/// Runs `f` with this thread's state, made on first use (at any moment of
+/// the thread's life, its TLS destructors included).
+pub(super) fn with<R>(f: impl FnOnce(&State) -> R) -> R {
+    STATE.with(f)
 }
 
 /// Runs `f` with this thread's state if it was made; a signal handler's
