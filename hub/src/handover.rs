@@ -43,7 +43,7 @@ pub fn yield_now() {
     if !p.is_null() {
         // SAFETY: a thread that runs a task has a hub (its hub is set before the
         // first task runs and never cleared), and it is never freed.
-        let hub = unsafe { &*crate::LOCAL.with(|l| l.hub.get()) };
+        let hub = unsafe { &*crate::with_local(|l| l.hub.get()) };
         if hub.handing_over.get() != Handover::Idle {
             // We were resumed by a fiber handing over to us (below), and it
             // is the only other runnable fiber: FIFO runs it next. Suspend

@@ -15,12 +15,12 @@
 use std::cell::Cell;
 use std::sync::OnceLock;
 
-use crate::LOCAL;
+use crate::with_local;
 
 /// Whether the caller is greenhook machinery (hooks must pass through).
 #[inline]
 pub fn is_internal() -> bool {
-    LOCAL.with(|l| l.depth.get()) != 0
+    with_local(|l| l.depth.get()) != 0
 }
 
 /// While alive, the thread counts as greenhook machinery.
@@ -29,7 +29,7 @@ pub struct Guard(());
 impl Guard {
     /// Enters internal mode (nests).
     pub fn new() -> Guard {
-        LOCAL.with(|l| l.depth.set(l.depth.get() + 1));
+        with_local(|l| l.depth.set(l.depth.get() + 1));
         Guard(())
     }
 }
@@ -42,7 +42,7 @@ impl Default for Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        LOCAL.with(|l| l.depth.set(l.depth.get() - 1));
+        with_local(|l| l.depth.set(l.depth.get() - 1));
     }
 }
 
@@ -61,7 +61,7 @@ pub(crate) fn bookkeeping<R>(f: impl FnOnce() -> R) -> R {
 
 /// Marks this whole thread as machinery (worker threads).
 pub(crate) fn mark_thread() {
-    LOCAL.with(|l| l.depth.set(l.depth.get() + 1));
+    with_local(|l| l.depth.set(l.depth.get() + 1));
 }
 
 /// Blocks every signal in the calling thread, one of greenhook's own
@@ -131,7 +131,7 @@ impl HookDepth {
 /// returned [`HookDepth`] is left.
 #[inline(always)]
 pub fn enter_hook() -> HookDepth {
-    LOCAL.with(|l| {
+    with_local(|l| {
         let h = hooks(l);
         h.set(h.get() + 1);
         HookDepth(h)
@@ -141,7 +141,7 @@ pub fn enter_hook() -> HookDepth {
 /// How deep the running context is in hooks.
 #[inline(always)]
 pub fn hook_depth() -> u32 {
-    LOCAL.with(|l| hooks(l).get())
+    with_local(|l| hooks(l).get())
 }
 
 /// Sets the running context's hook depth: 0 while a hook runs the
@@ -149,14 +149,14 @@ pub fn hook_depth() -> u32 {
 /// back to what it was.
 #[inline(always)]
 pub fn set_hook_depth(d: u32) {
-    LOCAL.with(|l| hooks(l).set(d));
+    with_local(|l| hooks(l).set(d));
 }
 
 /// Whether the code running now is greenhook's: a hook, machinery, or the
 /// hub's loop. Reads thread-local cells only, so a signal handler may ask.
 #[inline]
 pub fn in_greenhook() -> bool {
-    LOCAL.with(|l| hooks(l).get() != 0 || l.depth.get() != 0) || crate::in_loop()
+    with_local(|l| hooks(l).get() != 0 || l.depth.get() != 0) || crate::in_loop()
 }
 
 /// Makes this thread's hub notice at once, if it is waiting in its poller,

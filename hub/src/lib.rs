@@ -158,10 +158,10 @@ pub(crate) struct Hub {
     orphan_root: Cell<bool>,
 }
 
-/// What the hub keeps per OS thread, behind one thread-local: in a shared
-/// library every thread-local access is a `__tls_get_addr` call, and a hook
-/// that asks several of these questions (is this machinery? which task
-/// runs?) then pays for one. It has no destructor, so it can be read at any
+/// What the hub keeps per OS thread, behind one thread-local (reached in
+/// two instructions on x86-64 Linux, see `local_tls`; a `thread_local!`
+/// elsewhere, where a shared library pays a `__tls_get_addr` call per
+/// function that asks). It has no destructor, so it can be read at any
 /// moment of the thread's life. A fiber with TLS of its own has a copy,
 /// seeded from the thread's when it starts ([`Local::seed`]).
 pub(crate) struct Local {
@@ -183,24 +183,96 @@ pub(crate) struct Local {
     pub(crate) block: Cell<*const per_thread::Block>,
 }
 
+/// The thread's `LOCAL` on x86-64 Linux: a symbol of ours in the
+/// thread-local `.tbss` section, all zero in every new block (an all-zero
+/// `Local` is the const one below), reached in the initial-exec model.
+///
+/// Why not `thread_local!`: in a shared library every access to one is a
+/// call to `__tls_get_addr`, and every hook asks `LOCAL` (its depth, the
+/// running task, the hub): a call of about 15 instructions in each hook,
+/// about 130 per condvar round trip, more than the uncontended lock itself.
+/// Initial-exec is the thread pointer plus a link-time offset from the
+/// GOT: two instructions. It makes the library's TLS static, which a
+/// preloaded library is anyway (and a `dlopen` finds room for it in
+/// glibc's static-TLS surplus).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod local_tls {
+    use super::Local;
+
+    std::arch::global_asm!(
+        ".section .tbss,\"awT\",@nobits",
+        ".p2align {align}",
+        // Global, so every object file of the link (hooks inline `get`)
+        // finds it; hidden, so it is never exported or interposed.
+        ".globl greenhook_hub_local",
+        ".hidden greenhook_hub_local",
+        ".type greenhook_hub_local, @object",
+        ".size greenhook_hub_local, {size}",
+        "greenhook_hub_local:",
+        ".zero {size}",
+        ".text",
+        align = const std::mem::align_of::<Local>().trailing_zeros(),
+        size = const std::mem::size_of::<Local>(),
+    );
+
+    /// The running context's `LOCAL`.
+    #[inline(always)]
+    pub(crate) fn get() -> *const Local {
+        let p: usize;
+        // SAFETY: reads the TCB's self pointer (fs:0, mapped in every
+        // context of a glibc process, fibers' blocks included) and the
+        // GOT entry the linker made for our TLS symbol's offset; writes
+        // nothing.
+        unsafe {
+            std::arch::asm!(
+                "mov {p}, qword ptr fs:[0]",
+                "add {p}, qword ptr [rip + greenhook_hub_local@GOTTPOFF]",
+                p = out(reg) p,
+                options(nostack, readonly, preserves_flags, pure),
+            )
+        };
+        p as *const Local
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 thread_local! {
-    pub(crate) static LOCAL: Local = const {
-        Local {
-            hub: Cell::new(std::ptr::null()),
-            current: Cell::new(std::ptr::null()),
-            depth: Cell::new(0),
-            root_hooks: Cell::new(0),
-            tid: Cell::new(0),
-            fiber_thread: Cell::new(0),
-            block: Cell::new(std::ptr::null()),
-        }
+    static LOCAL: Local = const { Local::ZERO };
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+impl Local {
+    /// What a thread's `LOCAL` is before anything is set: all zero (the
+    /// x86-64 `.tbss` symbol's initial state).
+    const ZERO: Local = Local {
+        hub: Cell::new(std::ptr::null()),
+        current: Cell::new(std::ptr::null()),
+        depth: Cell::new(0),
+        root_hooks: Cell::new(0),
+        tid: Cell::new(0),
+        fiber_thread: Cell::new(0),
+        block: Cell::new(std::ptr::null()),
     };
+}
+
+/// Runs `f` with the running context's `LOCAL` (see `local_tls`).
+#[inline(always)]
+pub(crate) fn with_local<R>(f: impl FnOnce(&Local) -> R) -> R {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        // SAFETY: the running context's own `LOCAL`, alive while it runs;
+        // all-zero memory is a valid `Local` (null pointers, zero counts),
+        // the state of a block that never touched it.
+        f(unsafe { &*local_tls::get() })
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    LOCAL.with(f)
 }
 
 /// The task running now on this thread (null in the root context).
 #[inline(always)]
 pub(crate) fn current_ptr() -> *const Task {
-    LOCAL.with(|l| l.current.get())
+    with_local(|l| l.current.get())
 }
 
 impl Hub {
@@ -252,7 +324,7 @@ impl Local {
     /// has no `LOCAL` yet and `seed` alone does it.
     pub(crate) fn preseed(hub: &'static Hub, fib: &fiber::Fiber, task: *const Task) {
         static OFFSET: std::sync::OnceLock<Option<isize>> = std::sync::OnceLock::new();
-        let off = *OFFSET.get_or_init(|| LOCAL.with(|l| fiber::tls::static_offset(l as *const Local as usize)));
+        let off = *OFFSET.get_or_init(|| with_local(|l| fiber::tls::static_offset(l as *const Local as usize)));
         let (Some(off), true) = (off, fib.has_own_tls()) else {
             return;
         };
@@ -281,7 +353,7 @@ impl Hub {
     /// exits, and it must never be unwound or dropped under them.
     #[inline]
     pub(crate) fn get() -> &'static Hub {
-        let p = LOCAL.with(|l| l.hub.get());
+        let p = with_local(|l| l.hub.get());
         if !p.is_null() {
             // SAFETY: a non-null hub pointer was leaked by `create` on this thread and
             // is never freed.
@@ -294,7 +366,7 @@ impl Hub {
     /// to do on a thread without one (and must not create it).
     #[inline]
     pub(crate) fn existing() -> Option<&'static Hub> {
-        let p = LOCAL.with(|l| l.hub.get());
+        let p = with_local(|l| l.hub.get());
         // SAFETY: as in `get`: a non-null hub pointer is leaked, never freed.
         unsafe { p.as_ref() }
     }
@@ -332,14 +404,14 @@ impl Hub {
             poll_soon: Cell::new(false),
             direct_budget: Cell::new(direct_budget),
             cpu: cputime::Clocks::default(),
-            root_local: LOCAL.with(|l| l as *const Local),
+            root_local: with_local(|l| l as *const Local),
             stacks: fiber::StackPool::new(),
             orphan_root: Cell::new(false),
             counters: Counters::default(),
         }));
         hub.root.state.set(State::Running);
         fiber::set_running_hook(task::running_fiber);
-        LOCAL.with(|l| l.hub.set(hub));
+        with_local(|l| l.hub.set(hub));
         stats::stats_at_exit();
         hub
     }
@@ -348,7 +420,7 @@ impl Hub {
     /// the thread-local (see [`Local`]).
     #[inline]
     pub(crate) fn get_and_current() -> (&'static Hub, Rc<Task>) {
-        let (h, p) = LOCAL.with(|l| (l.hub.get(), l.current.get()));
+        let (h, p) = with_local(|l| (l.hub.get(), l.current.get()));
         // SAFETY: as in `get`: a non-null hub pointer is leaked, never freed.
         let hub = unsafe { h.as_ref() }.unwrap_or_else(|| Self::create());
         (hub, hub.task_at(p))
@@ -384,7 +456,7 @@ impl Hub {
 /// fibers must keep working between the two (see `interpose::sync`).
 #[inline]
 pub fn is_fiber_thread() -> bool {
-    LOCAL.with(|l| match l.fiber_thread.get() {
+    with_local(|l| match l.fiber_thread.get() {
         1 => true,
         2 => false,
         _ => first_fiber_thread_check(l),

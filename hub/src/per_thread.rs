@@ -23,7 +23,7 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::{internal, LOCAL};
+use crate::{internal, with_local};
 
 /// Slots in a block: the number of [`PerThread`] statics in the whole
 /// program (greenhook's own use a dozen).
@@ -114,7 +114,7 @@ impl<T: 'static> PerThread<T> {
     /// (and nothing made) otherwise.
     #[inline]
     pub fn with_existing<R>(&'static self, f: impl FnOnce(&T) -> R) -> Option<R> {
-        let b = LOCAL.with(|l| l.block.get());
+        let b = with_local(|l| l.block.get());
         // SAFETY: a non-null block pointer is live (see `block`).
         let block = unsafe { b.as_ref() }?;
         let p = block.values[self.index()].get();
@@ -152,7 +152,7 @@ unsafe fn drop_box<T>(p: *const ()) {
 /// The calling OS thread's block, made on first use.
 #[inline]
 fn block() -> &'static Block {
-    let p = LOCAL.with(|l| l.block.get());
+    let p = with_local(|l| l.block.get());
     if !p.is_null() {
         // SAFETY: a block stays allocated while LOCAL points at it: it is
         // leaked, or freed by `Reaper` only after LOCAL was cleared.
@@ -165,7 +165,7 @@ fn block() -> &'static Block {
 /// when it is created, so that every fiber inherits the block).
 #[cold]
 pub(crate) fn make_block() -> &'static Block {
-    let p = LOCAL.with(|l| l.block.get());
+    let p = with_local(|l| l.block.get());
     if !p.is_null() {
         // SAFETY: as in `block`.
         return unsafe { &*p };
@@ -176,7 +176,7 @@ pub(crate) fn make_block() -> &'static Block {
             drops: [const { Cell::new(None) }; SLOTS],
         }))
     });
-    LOCAL.with(|l| l.block.set(b));
+    with_local(|l| l.block.set(b));
     // Free it at thread exit unless a hub keeps it. If thread-locals are
     // already being destroyed this fails, and the block is simply kept.
     let _ = REAPER.try_with(|_| ());
@@ -196,7 +196,7 @@ impl Drop for Reaper {
         if crate::Hub::existing().is_some() {
             return;
         }
-        let p = LOCAL.with(|l| l.block.replace(std::ptr::null()));
+        let p = with_local(|l| l.block.replace(std::ptr::null()));
         if p.is_null() {
             return;
         }

@@ -41,12 +41,12 @@ pub fn spawn(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
 
 fn spawn_task(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
     let hub = Hub::get();
-    crate::LOCAL.with(|l| l.fiber_thread.set(1));
+    crate::with_local(|l| l.fiber_thread.set(1));
     hub.remote.register_fiber_hub();
     let body = move |_: fiber::Suspender<'_>| {
         // First of all: a fiber with TLS of its own starts with an empty
         // LOCAL, which must find the hub before anything asks.
-        crate::LOCAL.with(|l| l.seed(hub));
+        crate::with_local(|l| l.seed(hub));
         // The fiber's own code begins: in no hook.
         internal::set_hook_depth(0);
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {

@@ -391,7 +391,7 @@ pub(crate) fn running_fiber() -> *const fiber::Fiber {
 /// the root costs no system call.
 #[inline]
 pub fn owner_id() -> i32 {
-    crate::LOCAL.with(|l| {
+    crate::with_local(|l| {
         let t = l.current.get();
         if t.is_null() {
             let tid = l.tid.get();

@@ -61,8 +61,8 @@ pub(crate) fn path(fd: c_int) -> Path {
     if !crate::gate::on() {
         return Path::Pass;
     }
-    // Managed first, without the machinery check (a thread-local read, which
-    // in a shared library costs a __tls_get_addr call): a greenhook worker
+    // Managed first, without the machinery check (a thread-local read): a
+    // greenhook worker
     // that touches a managed fd is not in a cooperative context, so it waits
     // in the kernel like the blocking call would, which is correct there too.
     let fd = Fd::of(fd);
