@@ -54,9 +54,9 @@ pub fn yield_now() {
         }
         // Direct hand-over (see the module doc): when it suspends, control
         // comes straight back here. One level deep only (a fiber resumed
-        // this way suspends back at once, above), and every
-        // DIRECT_BUDGET-th yield goes through the root so timers and I/O
-        // are polled (every yield, under the stall monitor).
+        // this way suspends back at once, above), and after DIRECT_BUDGET
+        // of them a switch goes through the root, which polls timers and
+        // I/O (every yield, under the stall monitor; see `Hub::budget_spent`).
         let left = hub.direct_left.get();
         if left > 0 {
             if let Some(next) = hub.runq.sole() {
@@ -98,8 +98,7 @@ fn yield_slow() {
         if hub.cpu.on.get() && hub.cpu_hand_over(p) {
             return;
         }
-        // Only a yield that really reaches the root renews the budget.
-        hub.direct_left.set(hub.direct_budget.get());
+        hub.budget_spent();
         // The normal path: switch to the root, which requeues the reference
         // it already holds.
         // SAFETY: the current-task pointer points at the running task (see Hub::current),
@@ -124,6 +123,21 @@ fn yield_slow() {
 }
 
 impl Hub {
+    /// The running fiber switches through the root: if that is because the
+    /// direct hand-overs' budget is spent, the root polls timers and I/O at
+    /// its next turn (not up to 64 fibers later), and renews the budget
+    /// when it does ([`Hub::poll`]). Without this a fiber ping-pong that
+    /// only blocks (a condvar, a semaphore: no yield ever reaches the root
+    /// otherwise) spent the budget once and then went through the root at
+    /// every switch, twice the switches for good. Not where the budget is
+    /// 0 by design (stall monitor, CPU clocks), whose root polls as usual.
+    #[inline]
+    pub(crate) fn budget_spent(&self) {
+        if self.direct_left.get() == 0 && self.direct_budget.get() != 0 {
+            self.poll_soon.set(true);
+        }
+    }
+
     /// Runs `next`, the only runnable task, from the stack of `me`, the
     /// running fiber, which has just yielded (see [`yield_now`]).
     ///

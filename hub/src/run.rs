@@ -204,6 +204,9 @@ impl Hub {
     /// One turn of the reactor and the timers. With `block`, waits until the
     /// next timer (or forever) when nothing is runnable.
     pub(crate) fn poll(&self, block: bool) {
+        // Timers and I/O are polled: fibers may hand over directly again
+        // (see `Hub::budget_spent`).
+        self.direct_left.set(self.direct_budget.get());
         // What arrived since the last turn (signals) may wake tasks: before
         // deciding how long to wait, and whether this is a deadlock.
         fork::run_poll_hook();

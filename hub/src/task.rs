@@ -272,6 +272,7 @@ impl Hub {
                     }
                 }
             }
+            self.budget_spent();
         }
         // SAFETY: `me` is the running fiber.
         unsafe { t.suspend() }
