@@ -80,3 +80,43 @@ fn deadlock_is_reported_with_a_distinct_status() {
     assert!(err.contains("'stuck' waits on address 0xdead"), "{err}");
     assert!(err.contains("main (root) joins fiber"), "{err}");
 }
+
+/// Two fibers that hand a turn back and forth by parking (a condvar or a
+/// semaphore ping-pong: nothing ever yields) switch once per round trip:
+/// one resumes the other from its own stack and the other suspends back to
+/// it, with a trip through the root only now and then to poll. The budget of direct hand-overs used to be
+/// renewed by yields alone, so such a ping-pong went through the root at
+/// every switch after its first 64: twice the switches.
+#[test]
+fn a_park_ping_pong_switches_once_per_hand_off() {
+    const ROUNDS: u64 = 10_000;
+    let turn = Rc::new(Cell::new(0u8));
+    let side = |me: u8| {
+        let turn = turn.clone();
+        let (mine, theirs) = (0x2000 + me as usize, 0x2000 + (1 - me) as usize);
+        move || {
+            for _ in 0..ROUNDS {
+                while turn.get() != me {
+                    hub::park(mine, None, || turn.get() != me);
+                }
+                turn.set(1 - me);
+                hub::unpark(theirs, 1);
+            }
+        }
+    };
+    let before = greenhook::stats().switches;
+    let a = greenhook::spawn(side(0));
+    let b = greenhook::spawn(side(1));
+    a.join().unwrap();
+    b.join().unwrap();
+    // Switches into a fiber: 2 * ROUNDS hand-offs are ROUNDS resumes when
+    // each fiber resumes the other and the other suspends back to it
+    // (plus a pass through the root now and then), 2 * ROUNDS when every
+    // hand-off goes through the root.
+    let switches = greenhook::stats().switches - before;
+    assert!(
+        switches < ROUNDS + ROUNDS / 4,
+        "{switches} switches for {} hand-offs",
+        2 * ROUNDS
+    );
+}
