@@ -874,6 +874,9 @@ struct Sleepers {
     peak_live: u64,
     rss_before_kib: u64,
     rss_during_kib: u64,
+    /// Bytes of `malloc`ed memory in use (all arenas, `mallinfo2`).
+    heap_before: usize,
+    heap_during: usize,
     maps_before: usize,
     maps_during: usize,
     /// Spawning all of them and letting each run into its sleep.
@@ -884,6 +887,20 @@ impl Sleepers {
     fn bytes_each(&self) -> f64 {
         self.rss_during_kib.saturating_sub(self.rss_before_kib) as f64 * 1024.0 / self.n as f64
     }
+
+    /// Of [`Sleepers::bytes_each`], what each fiber holds on the heap (its
+    /// task, handle, timer entry, DTV...; the rest is its stack slot's
+    /// pages and the heap's own slack).
+    fn heap_each(&self) -> f64 {
+        self.heap_during.saturating_sub(self.heap_before) as f64 / self.n as f64
+    }
+}
+
+/// Bytes `malloc` has handed out and not had back, over all arenas.
+fn heap_in_use() -> usize {
+    // SAFETY: mallinfo2 has no preconditions.
+    let m = unsafe { libc::mallinfo2() };
+    m.uordblks + m.hblkhd
 }
 
 /// Spawns `n` fibers that sleep (in naps of `NAP`, until released), lets each
@@ -892,6 +909,7 @@ fn sleeping_fibers(n: usize, shared: bool) -> Sleepers {
     const NAP: Duration = Duration::from_millis(500);
     let release = Rc::new(Cell::new(false));
     let rss_before_kib = rss_kib();
+    let heap_before = heap_in_use();
     let maps_before = map_count();
     let t0 = Instant::now();
     let mut handles = Vec::with_capacity(n);
@@ -914,6 +932,8 @@ fn sleeping_fibers(n: usize, shared: bool) -> Sleepers {
         peak_live: st.peak_live,
         rss_before_kib,
         rss_during_kib: rss_kib(),
+        heap_before,
+        heap_during: heap_in_use(),
         maps_before,
         maps_during: map_count(),
         start_time,
@@ -976,13 +996,15 @@ fn idle_rss(sz: &Sizes, notes: &mut Vec<String>, shared: bool) -> Row {
     let thread_bytes = parked_threads_bytes(sz.idle_threads);
     let fiber_bytes = f.bytes_each();
     notes.push(format!(
-        "{label}. {} sleeping fibers ({}): RSS {} → {} KiB ({:.0} B each, incl. JoinHandle, hub task and timer entry); \
-         {} parked threads: {:.0} B each (user pages only)",
+        "{label}. {} sleeping fibers ({}): RSS {} → {} KiB ({:.0} B each, incl. JoinHandle, hub task and timer entry, \
+         of which {:.0} B malloc'ed{}); {} parked threads: {:.0} B each (user pages only)",
         f.n,
         if shared { "shared TLS" } else { "TLS of their own" },
         f.rss_before_kib,
         f.rss_during_kib,
         fiber_bytes,
+        f.heap_each(),
+        if shared { "" } else { ", glibc's DTV included" },
         sz.idle_threads,
         thread_bytes
     ));

@@ -3,7 +3,11 @@
 //! identity, and the destructors of thread-locals and of `pthread_key`s set
 //! through glibc, which run when the fiber ends, in its own context.
 //! `Builder::shared_tls` opts out.
+mod util;
+
 use std::cell::Cell;
+use std::ffi::{c_int, c_void, CString};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -107,4 +111,82 @@ fn thread_local_destructors_run_in_the_fiber() {
     .join()
     .unwrap();
     assert_eq!(DROPPED_WITH.load(Ordering::SeqCst), 77);
+}
+
+/// A fiber's DTV starts with room for the modules loaded when its block is
+/// made and one spare, not glibc's 14; libraries with `__thread` variables
+/// `dlopen`ed later make glibc grow it (`realloc`) when the fiber first
+/// uses them. Three of them, loaded while fibers with TLS of their own are
+/// asleep: each fiber keeps its own value in every library and sees its
+/// initial ones, and so does a fiber made after the loads, on a recycled
+/// block.
+#[test]
+fn libraries_dlopened_later_grow_each_fibers_dtv() {
+    let built = util::compile_shared("tls_dlopen_lib");
+    // Three copies: three modules (ld.so tells files apart by inode).
+    let libs: Vec<_> = (0..3)
+        .map(|i| {
+            let p = built.with_file_name(format!("libtls_dlopen_copy{i}.so"));
+            std::fs::copy(&built, &p).expect("copy the library");
+            p
+        })
+        .collect();
+    type Set = unsafe extern "C" fn(c_int);
+    type Get = unsafe extern "C" fn() -> c_int;
+    /// Each library's `tls_lib_set`, `tls_lib_get`, `tls_lib_get_initialised`.
+    type Libs = [(Set, Get, Get); 3];
+    let loaded: Rc<Cell<Option<Libs>>> = Rc::new(Cell::new(None));
+    // Uses every library from the calling fiber: its values are `base + k`.
+    let use_all = |fns: Libs, base: c_int| {
+        for (k, (set, _, init)) in fns.iter().enumerate() {
+            // SAFETY: the libraries' functions, loaded below and never closed.
+            unsafe {
+                assert_eq!(init(), 7, "the library's initial value");
+                set(base + k as c_int);
+            }
+        }
+        greenhook::sleep(Duration::from_millis(5));
+        // SAFETY: as above.
+        (0..3).all(|k| unsafe { fns[k].1() } == base + k as c_int)
+    };
+    let hs: Vec<_> = (1..=4)
+        .map(|i| {
+            let loaded = loaded.clone();
+            greenhook::spawn(move || {
+                while loaded.get().is_none() {
+                    greenhook::sleep(Duration::from_millis(1));
+                }
+                use_all(loaded.get().unwrap(), 10 * i)
+            })
+        })
+        .collect();
+    greenhook::sleep(Duration::from_millis(5)); // every fiber waits, its DTV made
+    let sym = |h: *mut c_void, name: &std::ffi::CStr| {
+        // SAFETY: a handle dlopen returned; the name is NUL-terminated.
+        let p = unsafe { libc::dlsym(h, name.as_ptr()) };
+        assert!(!p.is_null(), "{name:?} not found");
+        p
+    };
+    let mut all = Vec::new();
+    for lib in &libs {
+        let c = CString::new(lib.to_str().unwrap()).unwrap();
+        // SAFETY: a library of plain C functions; never closed.
+        let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW) };
+        assert!(!h.is_null(), "dlopen {}", lib.display());
+        // SAFETY: the library's functions have exactly these signatures.
+        all.push(unsafe {
+            (
+                std::mem::transmute::<*mut c_void, Set>(sym(h, c"tls_lib_set")),
+                std::mem::transmute::<*mut c_void, Get>(sym(h, c"tls_lib_get")),
+                std::mem::transmute::<*mut c_void, Get>(sym(h, c"tls_lib_get_initialised")),
+            )
+        });
+    }
+    let fns: Libs = all.try_into().unwrap_or_else(|_| unreachable!());
+    loaded.set(Some(fns));
+    for h in hs {
+        assert!(h.join().unwrap(), "a fiber lost its value in a dlopened library");
+    }
+    let late = greenhook::spawn(move || use_all(fns, 100));
+    assert!(late.join().unwrap(), "a fiber made after the loads");
 }

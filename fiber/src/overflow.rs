@@ -149,7 +149,7 @@ pub(crate) fn report(f: &Fiber, extra: &str) -> ! {
     buf.s("greenhook: fiber ");
     buf.num(f.id);
     buf.s(" '");
-    buf.s(f.name.as_deref().unwrap_or("<unnamed>"));
+    buf.s(f.name().unwrap_or("<unnamed>"));
     buf.s("' overflowed its ");
     buf.num((f.stack_size() / 1024) as u64);
     buf.s(" KiB stack");

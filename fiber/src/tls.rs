@@ -17,8 +17,10 @@
 //! copied (the stack-protector canary at `fs:0x28` and the pointer guard at
 //! `fs:0x30` must be identical in every context of the process, or canary
 //! checks and `setjmp`/`atexit` pointer demangling break); `tcb` and `self`
-//! point at the block; ld.so's `_dl_allocate_tls` gives it a DTV and copies
-//! every module's `.tdata` (zeroing `.tbss`); `list` is an empty list (a
+//! point at the block; it gets a DTV (made as ld.so's `allocate_dtv` makes
+//! one, without its spare entries, see [`new_dtv`]) and ld.so's
+//! `_dl_allocate_tls_init` fills it and copies every module's `.tdata`
+//! (zeroing `.tbss`); `list` is an empty list (a
 //! thread descriptor glibc may `list_del`), `tid` is the OS thread's, the
 //! robust-mutex list is empty, `specific[0]` points at the inline key
 //! block, and the rseq area's `cpu_id` says "not registered" so that
@@ -157,7 +159,6 @@ pub(crate) struct Glibc {
     specific_used: Option<usize>,
     /// glibc's `__pthread_keys`: `{seq, destr}` for each of its 1024 keys.
     pthread_keys: *const [usize; 2],
-    allocate_tls: unsafe extern "C" fn(*mut c_void) -> *mut c_void,
     allocate_tls_init: unsafe extern "C" fn(*mut c_void, bool) -> *mut c_void,
     deallocate_tls: unsafe extern "C" fn(*mut c_void, bool),
     call_tls_dtors: unsafe extern "C" fn(),
@@ -377,7 +378,6 @@ fn libc_tls() -> Option<(usize, usize)> {
 #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
 unsafe fn discover() -> Result<Glibc, String> {
     type GetStaticInfo = unsafe extern "C" fn(*mut usize, *mut usize);
-    type AllocateTls = unsafe extern "C" fn(*mut c_void) -> *mut c_void;
     type DeallocateTls = unsafe extern "C" fn(*mut c_void, bool);
     type AllocateTlsInit = unsafe extern "C" fn(*mut c_void, bool) -> *mut c_void;
     type NoArgs = unsafe extern "C" fn();
@@ -385,8 +385,6 @@ unsafe fn discover() -> Result<Glibc, String> {
     // this signature (ld.so's GLIBC_PRIVATE interface that pthread_create
     // uses, and libc's thread-start and thread-exit helpers).
     let get_static_info = unsafe { std::mem::transmute::<*mut c_void, GetStaticInfo>(sym("_dl_get_tls_static_info")?) };
-    // SAFETY: as above.
-    let allocate_tls = unsafe { std::mem::transmute::<*mut c_void, AllocateTls>(sym("_dl_allocate_tls")?) };
     // SAFETY: as above (2.36: `void *_dl_allocate_tls_init (void *, bool)`).
     let allocate_tls_init =
         unsafe { std::mem::transmute::<*mut c_void, AllocateTlsInit>(sym("_dl_allocate_tls_init")?) };
@@ -474,7 +472,6 @@ unsafe fn discover() -> Result<Glibc, String> {
         tls_state: None,
         specific_used: None,
         pthread_keys,
-        allocate_tls,
         allocate_tls_init,
         deallocate_tls,
         call_tls_dtors,
@@ -580,7 +577,7 @@ unsafe fn probe(g: &Glibc, tp: usize, libc_off: isize, libc_len: usize) -> Resul
     if let Err(e) = unsafe { g.init_block(scratch, tp, 0) } {
         // SAFETY: our mapping, unused.
         unsafe { libc::munmap(mem, len) };
-        return Err(format!("_dl_allocate_tls failed: {e}"));
+        return Err(format!("no DTV for a scratch TLS block: {e}"));
     }
     let words = libc_len / 8;
     let libc_at = |t: usize| (t as isize + libc_off) as usize;
@@ -750,6 +747,53 @@ unsafe fn identify_malloc_words(
     Ok([off(tcache), off(arena)])
 }
 
+/// The highest TLS module id of the objects loaded now (ld.so numbers
+/// them from 1: the executable's, then its libraries', then `dlopen`ed
+/// ones'); at least 1.
+#[cfg(target_os = "linux")]
+fn max_tls_modid() -> usize {
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> libc::c_int {
+        // SAFETY: the loader passes a valid info; `data` is our usize.
+        unsafe {
+            let max = &mut *(data as *mut usize);
+            *max = (*max).max((*info).dlpi_tls_modid);
+        }
+        0
+    }
+    let mut max = 1usize;
+    // SAFETY: the callback only reads what the loader passes and writes `max`.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&raw mut max).cast()) };
+    max
+}
+
+#[cfg(not(target_os = "linux"))]
+fn max_tls_modid() -> usize {
+    1
+}
+
+/// A DTV for a new block, as ld.so's `allocate_dtv` makes one (`calloc`ed
+/// `dtv_t`s: the length, the generation, one entry per module id), but
+/// with one spare entry instead of 14: glibc's spares cost 208 bytes of
+/// heap a fiber more, and a DTV that turns out short is grown by glibc
+/// itself (with `realloc`, in `_dl_allocate_tls_init` and when
+/// `__tls_get_addr` meets a module `dlopen`ed later), as it grows a
+/// thread's once its spares are used up. The one spare is for
+/// `_dl_tls_get_addr_soft` (what `dl_iterate_phdr` reports as a module's
+/// `dlpi_tls_data`), which takes the last entry for out of range while the
+/// DTV is not current.
+fn new_dtv() -> std::io::Result<usize> {
+    let len = max_tls_modid() + 1;
+    // SAFETY: a plain allocation; glibc reallocs and frees it as its own
+    // (it is one, from the same malloc).
+    let p = unsafe { libc::calloc(len + 2, 16) };
+    if p.is_null() {
+        return Err(std::io::Error::from_raw_os_error(libc::ENOMEM));
+    }
+    // SAFETY: the first of `len + 2` entries: the length, in its counter.
+    unsafe { (p as *mut usize).write(len) };
+    Ok(p as usize + 16)
+}
+
 fn unsafe_zeroed<T>() -> T {
     // SAFETY: only used for plain C structs (Dl_info) where all-zero is valid.
     unsafe { std::mem::zeroed() }
@@ -770,33 +814,34 @@ impl Glibc {
     /// Makes the block at `tp` (see the module docs), copying the header
     /// and the malloc words from the block at `from`; with `dtv` (one a
     /// block of this slot had, kept by [`Glibc::release_block`]) instead
-    /// of a new one.
+    /// of a new one ([`new_dtv`]).
     ///
     /// # Safety
     /// `[block_low(tp), tp + tcb_size)` is writable memory owned by the
     /// caller and not an installed block; `from` is a complete block; a
     /// non-zero `dtv` is one `release_block` kept, used by no other block.
     pub(crate) unsafe fn init_block(&self, tp: usize, from: usize, dtv: usize) -> std::io::Result<()> {
+        let dtv = if dtv != 0 { dtv } else { new_dtv()? };
         // SAFETY: the caller's contract covers every address written.
         unsafe {
-            std::ptr::write_bytes(tp as *mut u8, 0, self.tcb_size);
+            // The header is copied whole; the rest of struct pthread starts
+            // as zeros, as a new thread's descriptor does (one pass each:
+            // a recycled block's header is not zeroed first for nothing).
             std::ptr::copy_nonoverlapping(from as *const u8, tp as *mut u8, self.header_size);
+            std::ptr::write_bytes((tp + self.header_size) as *mut u8, 0, self.tcb_size - self.header_size);
             let w = |off: usize, v: usize| ((tp + off) as *mut usize).write(v);
             w(0, tp); // tcb
-            w(8, dtv); // dtv: kept, or 0 for _dl_allocate_tls to install one
+            w(8, dtv);
             w(16, tp); // self
                        // multiple_threads: glibc's single-thread shortcuts (no atomic
                        // lock prefix) must never apply, since a fiber's real
                        // pthread_create would mark only its own block.
             ((tp + 24) as *mut i32).write(1);
             ((tp + 28) as *mut i32).write(0); // gscope_flag
-            if dtv != 0 {
-                // Resizes the kept DTV if modules were loaded meanwhile,
-                // marks every entry unallocated, copies the static images.
-                (self.allocate_tls_init)(tp as *mut c_void, true);
-            } else if (self.allocate_tls)(tp as *mut c_void).is_null() {
-                return Err(std::io::Error::from_raw_os_error(libc::ENOMEM));
-            }
+                                              // What `_dl_allocate_tls` does after making a DTV: resizes it
+                                              // if it is shorter than the highest module id, marks every
+                                              // module's entry unallocated, copies the static TLS images.
+            (self.allocate_tls_init)(tp as *mut c_void, true);
             w(self.list, tp + self.list);
             w(self.list + 8, tp + self.list);
             ((tp + self.tid) as *mut i32).write(((from + self.tid) as *const i32).read());
@@ -832,10 +877,14 @@ impl Glibc {
         // `{val, to_free}` entries, its length in entry -1 (dtv_t is 16
         // bytes: `_thread_db_dtv_t_pointer_val` agrees).
         unsafe {
+            // Most of these words are null: no call for them.
             if let Some(ts) = self.tls_state {
                 for off in ts {
-                    libc::free(word(tp + off) as *mut c_void);
-                    ((tp + off) as *mut usize).write(0);
+                    let buf = word(tp + off);
+                    if buf != 0 {
+                        libc::free(buf as *mut c_void);
+                        ((tp + off) as *mut usize).write(0);
+                    }
                 }
             }
             let dtv = word(tp + 8);
@@ -845,9 +894,12 @@ impl Glibc {
             let len = word(dtv - 16);
             for i in 1..=len {
                 let entry = dtv + 16 * i;
-                libc::free(word(entry + 8) as *mut c_void);
+                let to_free = word(entry + 8);
+                if to_free != 0 {
+                    libc::free(to_free as *mut c_void);
+                    ((entry + 8) as *mut usize).write(0);
+                }
                 (entry as *mut usize).write(UNALLOCATED);
-                ((entry + 8) as *mut usize).write(0);
             }
             dtv
         }
