@@ -26,7 +26,9 @@
 //! - [`names`]: thread names, also for the stall monitor and deadlock reports;
 //! - [`once`]: the `pthread_once` of fibers;
 //! - [`sched`]: scheduling policy and priority, per fiber;
-//! - [`cputime`]: thread CPU-time clocks, per fiber.
+//! - [`cputime`]: thread CPU-time clocks, per fiber;
+//! - [`plain`]: pass-throughs, hooked to be points where a time slice may
+//!   end.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -47,6 +49,7 @@ mod handle;
 pub mod keys;
 pub mod names;
 pub mod once;
+mod plain;
 pub mod sched;
 
 pub(crate) use names::{name_for_monitor, name_of};
