@@ -555,6 +555,15 @@ hook! {
             sched,
             affinity: RefCell::new(None),
         });
+        // glibc's thread starts at its creator's priority and is then moved
+        // to its own: one lower than its creator's goes first among those
+        // of its priority (the kernel's rule for a lowered thread), one
+        // higher goes last and, outranking the creator, runs at this
+        // hook's return.
+        if hub::internal::priorities_differ() {
+            hub::set_priority(&rec.task, hub::current().priority());
+        }
+        hub::set_priority(&rec.task, rec.sched.task_priority());
         REGISTRY.with(|r| r.borrow_mut().insert(h, rec));
         // SAFETY: the caller's out pointer.
         unsafe { *t = h as pthread_t };
