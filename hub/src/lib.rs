@@ -82,7 +82,7 @@ pub use handover::{yield_now, yield_to_hub};
 pub use park::{park, park_object, parked, parked_where, unpark, unpark_best, unpark_where, Park};
 pub use per_thread::PerThread;
 pub use pool::{offload, pool_size};
-pub use priority::{preempt_point, set_priority};
+pub use priority::{preempt_point, preempt_wanted, set_priority};
 pub use remote::{park_remote, unpark_from_elsewhere, wait_remote, RemoteWaker};
 pub use spawn::{
     around_fork, exit_current, for_each_task, home_thread_pointer, join, join_interruptible, join_until, live_fibers,

@@ -61,6 +61,13 @@ pub fn set_priority(t: &Rc<Task>, p: u32) {
     }
 }
 
+/// Whether [`preempt_point`] has something to look at (one thread-local
+/// read and one load): for the layer above's check at every hook return.
+#[inline]
+pub fn preempt_wanted() -> bool {
+    Hub::existing().is_some_and(|h| h.preempt_pending.get())
+}
+
 /// A safe point of the running context (a hook's return to the program):
 /// if a context that outranks it became runnable since, it lets that one
 /// run now. Nothing to do (one load) unless priorities differ and one did.

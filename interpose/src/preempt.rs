@@ -118,7 +118,7 @@ fn look() {
 #[cold]
 #[inline(never)]
 pub(crate) fn priority_point() {
-    if IN_HANDLER.try_with(|h| h.get()).unwrap_or(1) != 0 || !crate::gate::cooperative() {
+    if !hub::preempt_wanted() || IN_HANDLER.try_with(|h| h.get()).unwrap_or(1) != 0 || !crate::gate::cooperative() {
         return;
     }
     // Greenhook's code again while it switches (as in `look`).
