@@ -160,6 +160,16 @@ fn lock_waiters_are_served_by_priority() {
     differential("sched_lock_order", &[]);
 }
 
+/// `SCHED_FIFO` threads run highest priority first, as on one CPU: a
+/// thread created or woken above the running one's priority runs at once,
+/// and `sched_yield` lets only equal or higher priorities go first. Fibers
+/// ran in FIFO order whatever their priority before (the conformance
+/// suite's `pthread_create` 1-6 failed on that).
+#[test]
+fn fifo_threads_run_highest_priority_first() {
+    differential("sched_fifo_order", &[]);
+}
+
 /// A thread that never waits but keeps calling hooked functions gets no
 /// more than its time slice (`GREENHOOK_SLICE_MS`): a poller of a flag
 /// under a mutex lets main set it, a thread spinning on a spin lock runs
@@ -169,10 +179,12 @@ fn lock_waiters_are_served_by_priority() {
 /// flooded with signals whose handlers run at its hooks' returns still
 /// lets main's sleep end: the shape of the conformance suite's
 /// `pthread_kill` 8-1, which hung until handlers run at a safe point got
-/// time slices (this small copy did not reproduce that hang).
+/// time slices (this small copy did not reproduce that hang). A thread
+/// looping on `pthread_atfork` alone lets main's sleep end too (the
+/// suite's `pthread_atfork` 3-3, which hung while it was not hooked).
 #[test]
 fn busy_threads_leave_room_for_the_others() {
-    for mode in ["poll", "spin", "relock", "signalled"] {
+    for mode in ["poll", "spin", "relock", "signalled", "atfork"] {
         differential("busy_threads", &[mode]);
     }
 }

@@ -80,7 +80,9 @@ pub fn yield_to_hub() {
     if !p.is_null() {
         let hub = Hub::get();
         hub.poll_soon.set(true);
-        if hub.handing_over.get() != Handover::Idle {
+        // Under priorities too: the root polls, then runs the best (this
+        // one again when nobody outranks it).
+        if hub.handing_over.get() != Handover::Idle || crate::internal::priorities_differ() {
             // SAFETY: the current-task pointer points at the running task, a fiber.
             return unsafe { (*p).suspend_runnable() };
         }
@@ -91,6 +93,12 @@ pub fn yield_to_hub() {
 /// The rest of [`yield_now`], out of line: through the root.
 #[inline(never)]
 fn yield_slow() {
+    // Once priorities differ no direct hand-over is made (the budget is 0:
+    // see `Hub::priorities_on`), so every yield comes here, and the fast
+    // path above pays nothing for them.
+    if crate::internal::priorities_differ() {
+        return crate::priority::yield_by_priority();
+    }
     let p = crate::current_ptr();
     if !p.is_null() {
         let hub = Hub::get();

@@ -59,6 +59,7 @@ mod handover;
 mod park;
 mod per_thread;
 mod pool;
+mod priority;
 pub mod reactor;
 mod remote;
 mod run;
@@ -81,6 +82,7 @@ pub use handover::{yield_now, yield_to_hub};
 pub use park::{park, park_object, parked, parked_where, unpark, unpark_best, unpark_where, Park};
 pub use per_thread::PerThread;
 pub use pool::{offload, pool_size};
+pub use priority::{preempt_point, preempt_wanted, set_priority};
 pub use remote::{park_remote, unpark_from_elsewhere, wait_remote, RemoteWaker};
 pub use spawn::{
     around_fork, exit_current, for_each_task, home_thread_pointer, join, join_interruptible, join_until, live_fibers,
@@ -156,6 +158,16 @@ pub(crate) struct Hub {
     /// In the child of a fork made from a fiber: the root's own wait can
     /// never end (what it waited for stayed in the parent; see [`fork`]).
     orphan_root: Cell<bool>,
+    /// A context that outranks the running one became runnable
+    /// ([`priority`]).
+    preempt_pending: Cell<bool>,
+    /// The fiber that [`preempt_point`] suspended, to requeue first of its
+    /// priority; null otherwise.
+    preempted: Cell<*const Task>,
+    /// Yields that returned at once (nobody of the yielder's priority or
+    /// above was runnable) left before the next trip through the root
+    /// ([`priority`]).
+    prio_left: Cell<u32>,
 }
 
 /// What the hub keeps per OS thread, behind one thread-local (reached in
@@ -407,6 +419,9 @@ impl Hub {
             root_local: with_local(|l| l as *const Local),
             stacks: fiber::StackPool::new(),
             orphan_root: Cell::new(false),
+            preempt_pending: Cell::new(false),
+            preempted: Cell::new(std::ptr::null()),
+            prio_left: Cell::new(0),
             counters: Counters::default(),
         }));
         hub.root.state.set(State::Running);

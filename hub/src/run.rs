@@ -36,25 +36,53 @@ impl RunQueue {
     }
 
     pub(crate) fn push_back(&self, t: Rc<Task>) {
-        self.push(t, VecDeque::push_back);
+        self.push(t, false);
     }
 
     /// Puts `t` first (see [`Hub::wake_raw`](crate::Hub::wake_raw)).
     pub(crate) fn push_front(&self, t: Rc<Task>) {
-        self.push(t, VecDeque::push_front);
+        self.push(t, true);
     }
 
-    /// Adds `t` at one end, growing the queue as machinery (the allocator
-    /// may call hooks).
+    /// Adds `t` at one end (the front if `first`), growing the queue as machinery (the allocator
+    /// may call hooks). Once priorities differ, the ends are those of `t`'s
+    /// priority among the others (see [`RunQueue::place`]).
     #[inline(always)]
-    fn push(&self, t: Rc<Task>, at: fn(&mut VecDeque<Rc<Task>>, Rc<Task>)) {
+    fn push(&self, t: Rc<Task>, first: bool) {
         let mut q = self.q.borrow_mut();
         if q.len() == q.capacity() {
             let more = q.len().max(16);
             crate::internal::bookkeeping(|| q.reserve(more));
         }
-        at(&mut q, t);
+        if crate::internal::priorities_differ() {
+            Self::place(&mut q, t, first);
+        } else if first {
+            q.push_front(t);
+        } else {
+            q.push_back(t);
+        }
         self.note(&q);
+    }
+
+    /// Inserts `t` where the kernel would queue a thread of its priority:
+    /// the queue is kept highest priority first (it was all 0s when
+    /// priorities began to differ, and stays sorted), FIFO within one
+    /// priority; `first` puts it before the others of its priority.
+    #[cold]
+    #[inline(never)]
+    fn place(q: &mut VecDeque<Rc<Task>>, t: Rc<Task>, first: bool) {
+        let p = t.prio.get();
+        let i = if first {
+            q.iter().position(|x| x.prio.get() <= p).unwrap_or(q.len())
+        } else {
+            q.iter().rposition(|x| x.prio.get() >= p).map_or(0, |i| i + 1)
+        };
+        q.insert(i, t);
+    }
+
+    /// The highest priority queued (the front's: see [`RunQueue::place`]).
+    pub(crate) fn best(&self) -> Option<u32> {
+        self.q.borrow().front().map(|t| t.prio.get())
     }
 
     pub(crate) fn pop_front(&self) -> Option<Rc<Task>> {
@@ -74,13 +102,18 @@ impl RunQueue {
 
     /// Takes `t` out of the queue; returns whether it was at the front.
     pub(crate) fn remove(&self, t: *const Task) -> bool {
+        self.take_out(t) == Some(0)
+    }
+
+    /// Takes `t` out of the queue; returns where it was, if it was queued.
+    pub(crate) fn take_out(&self, t: *const Task) -> Option<usize> {
         let mut q = self.q.borrow_mut();
         let i = q.iter().position(|x| std::ptr::eq(Rc::as_ptr(x), t));
         if let Some(i) = i {
             q.remove(i);
         }
         self.note(&q);
-        i == Some(0)
+        i
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -120,7 +153,11 @@ impl Hub {
     pub(crate) fn run_root(&self, root: &Rc<Task>) {
         assert!(!self.looping.replace(true), "greenhook: the hub loop was re-entered");
         let mut since_poll = 0u32;
-        while root.state.get() == State::Blocked {
+        // Once woken, the root goes back to its caller unless a fiber of
+        // a higher priority is runnable (see `priority`).
+        while root.state.get() == State::Blocked
+            || (crate::internal::priorities_differ() && self.runq.best() > Some(root.prio.get()))
+        {
             let next = self.runq.pop_front();
             match next {
                 Some(t) => {
@@ -155,8 +192,15 @@ impl Hub {
         if done || t.exiting.get() {
             crate::internal::bookkeeping(|| self.finish(t));
         } else if t.state.get() == State::Runnable {
-            // It yielded: back of the queue, reusing the reference we hold.
-            self.runq.push_back(t);
+            if crate::internal::priorities_differ() && std::ptr::eq(self.preempted.get(), Rc::as_ptr(&t)) {
+                // Preempted by a higher priority: first of its own again,
+                // as the kernel queues a preempted SCHED_FIFO thread.
+                self.preempted.set(std::ptr::null());
+                self.runq.push_front(t);
+            } else {
+                // It yielded: back of the queue, reusing the reference we hold.
+                self.runq.push_back(t);
+            }
         }
     }
 

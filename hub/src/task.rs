@@ -90,6 +90,8 @@ pub struct Task {
     /// is in `Local`. 1 until the fiber's body begins, so that the switch
     /// into a new fiber counts as greenhook's code.
     pub(crate) hooks: Cell<u32>,
+    /// Its real-time scheduling priority, 0 for none ([`priority`](crate::priority)).
+    pub(crate) prio: Cell<u32>,
 }
 
 impl Task {
@@ -111,6 +113,7 @@ impl Task {
             user: Cell::new(0),
             cpu: Cell::new(0),
             hooks: Cell::new(1),
+            prio: Cell::new(0),
         }
     }
 
@@ -181,6 +184,11 @@ impl Task {
     /// Whether [`Task::set_detached`] was called.
     pub fn is_detached(&self) -> bool {
         self.detached.get()
+    }
+
+    /// Its scheduling priority (see [`set_priority`](crate::set_priority)).
+    pub fn priority(&self) -> u32 {
+        self.prio.get()
     }
 
     /// The opaque word kept for the layer above.
@@ -259,7 +267,8 @@ impl Hub {
     fn block_fiber(&self, me: *const Task) {
         // SAFETY: `me` is the running task (the caller's), a fiber.
         let t = unsafe { &*me };
-        if self.handing_over.get() == crate::handover::Handover::Idle {
+        // Under priorities the root chooses who runs next (see `priority`).
+        if self.handing_over.get() == crate::handover::Handover::Idle && !crate::internal::priorities_differ() {
             let left = self.direct_left.get();
             if left > 0 {
                 if let Some(next) = self.runq.sole() {
@@ -337,6 +346,9 @@ impl Hub {
             } else {
                 self.runq.push_back(t);
             }
+        }
+        if crate::internal::priorities_differ() {
+            self.note_runnable(task);
         }
         true
     }

@@ -151,6 +151,9 @@ impl Entered {
             {
                 crate::signal::run_pending();
                 crate::preempt::at_hook_return();
+                if hub::internal::priorities_differ() {
+                    crate::preempt::priority_point();
+                }
             }
         }
     }

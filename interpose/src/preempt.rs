@@ -110,6 +110,25 @@ fn look() {
     unsafe { depth.leave() };
 }
 
+/// At a hook's return to the program once threads have different
+/// priorities: a thread that the hook made runnable (created, woke, or
+/// raised) and that outranks the caller runs now, as the kernel would have
+/// preempted the caller at once (`hub::preempt_point`). The same places as
+/// a time slice's end, for the same reasons.
+#[cold]
+#[inline(never)]
+pub(crate) fn priority_point() {
+    if !hub::preempt_wanted() || IN_HANDLER.try_with(|h| h.get()).unwrap_or(1) != 0 || !crate::gate::cooperative() {
+        return;
+    }
+    // Greenhook's code again while it switches (as in `look`).
+    let depth = hub::internal::enter_hook();
+    hub::preempt_point();
+    crate::async_cancel_point();
+    // SAFETY: entered just above, in this same context, left once.
+    unsafe { depth.leave() };
+}
+
 /// `CLOCK_MONOTONIC_COARSE` in nanoseconds (the vDSO's, a few ns).
 fn coarse_now_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };

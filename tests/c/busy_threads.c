@@ -12,6 +12,10 @@
  *             threads send the process SIGUSR1/SIGUSR2 as fast as its
  *             handlers (in the worker, the only thread accepting them)
  *             post their semaphores; main sleeps 200 ms, then stops all
+ *   atfork    a thread calls pthread_atfork in a loop (and nothing else:
+ *             glibc's takes a lock and allocates) until main, after a
+ *             20 ms sleep, clears its flag: the conformance suite's
+ *             pthread_atfork 3-3, which hung while it was not hooked
  *
  * stdout: deterministic lines, then "ok MODE". */
 #define _GNU_SOURCE
@@ -129,6 +133,21 @@ static void signalled(void)
     printf("the worker and both senders stopped; pthread_kill(self, 0) failed: %s\n", r ? "yes" : "no");
 }
 
+static volatile int looping = 1;
+
+static void nothing(void)
+{
+}
+
+static void *registrar(void *arg)
+{
+    (void)arg;
+    long failed = 0;
+    while (looping)
+        failed |= pthread_atfork(nothing, nothing, nothing) != 0;
+    return (void *)failed;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -163,8 +182,16 @@ int main(int argc, char **argv)
         return 1;
     } else if (strcmp(mode, "signalled") == 0) {
         signalled();
+    } else if (strcmp(mode, "atfork") == 0) {
+        pthread_t t;
+        pthread_create(&t, NULL, registrar, NULL);
+        usleep(20000);
+        looping = 0;
+        void *r;
+        pthread_join(t, &r);
+        printf("the registering thread stopped; a pthread_atfork failed: %s\n", r ? "yes" : "no");
     } else {
-        fprintf(stderr, "usage: busy_threads poll|spin|relock|signalled\n");
+        fprintf(stderr, "usage: busy_threads poll|spin|relock|signalled|atfork\n");
         return 2;
     }
     printf("ok %s\n", mode);

@@ -19,6 +19,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "fifo.h"
+
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t c = PTHREAD_COND_INITIALIZER;
 static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
@@ -74,15 +76,7 @@ static void *reader(void *arg)
 
 static int spawn(pthread_t *t, void *(*f)(void *), int prio)
 {
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setinheritsched(&a, PTHREAD_EXPLICIT_SCHED);
-    pthread_attr_setschedpolicy(&a, SCHED_FIFO);
-    struct sched_param p = {.sched_priority = prio};
-    pthread_attr_setschedparam(&a, &p);
-    int r = pthread_create(t, &a, f, (void *)(long)prio);
-    pthread_attr_destroy(&a);
-    return r;
+    return spawn_fifo(t, prio, f, (void *)(long)prio);
 }
 
 static void run(const char *what, void *(*f)(void *), const int *prios, int k, void (*release)(void))

@@ -268,8 +268,12 @@ fn temporary_mask(sig: c_int, v: &Via, real: u64) -> bool {
 /// The context that should take a process-directed `sig`, the kernel's way
 /// as far as N:1 allows: a context waiting for it in the `sigwait` family,
 /// then one in `pause`/`sigsuspend` that accepts it, then `me` (the
-/// context at its safe point), the root, any fiber. None: every context
-/// blocks it.
+/// context at its safe point), in the hub's loop once priorities differ
+/// the runnable fiber that outranks the root most (what runs next: the
+/// kernel gives a signal it raises for the running thread, a CPU timer's,
+/// to that thread, and the root would run its handler only once every
+/// fiber above it waits), the root, any fiber. None: every context blocks
+/// it.
 fn recipient(st: &state::State, sig: c_int, me: Option<u64>) -> Option<u64> {
     let b = bit(sig);
     let waiter = st.find_waiter(|w, _| match w {
@@ -284,6 +288,10 @@ fn recipient(st: &state::State, sig: c_int, me: Option<u64>) -> Option<u64> {
     }
     st.find_waiter(|w, mask| w == Wait::Handler && mask & b == 0)
         .or_else(|| me.filter(|&id| st.has(id) && st.mask(id) & b == 0))
+        .or_else(|| {
+            let ranked = me.is_none() && hub::internal::priorities_differ() && hub::has_hub();
+            ranked.then(|| st.best_runnable(b, hub::root().priority())).flatten()
+        })
         .or_else(|| (st.mask(ROOT) & b == 0).then_some(ROOT))
         .or_else(|| st.find_fiber(|c| c.mask & b == 0))
 }

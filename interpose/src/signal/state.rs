@@ -305,6 +305,21 @@ impl State {
         self.fibers.borrow().iter().find(|(_, c)| f(c)).map(|(&id, _)| id)
     }
 
+    /// The runnable fiber of the highest priority above `floor` whose mask
+    /// lets `b` in (see `deliver::recipient`).
+    pub(super) fn best_runnable(&self, b: u64, floor: u32) -> Option<u64> {
+        self.fibers
+            .borrow()
+            .iter()
+            .filter(|(_, c)| c.mask & b == 0)
+            .filter_map(|(&id, c)| {
+                let t = c.task.as_ref()?;
+                (t.state() == hub::State::Runnable && t.priority() > floor).then(|| (t.priority(), id))
+            })
+            .max_by_key(|&(p, id)| (p, std::cmp::Reverse(id)))
+            .map(|(_, id)| id)
+    }
+
     /// Marks `id` as waiting in a signal call (or not, with [`Wait::No`]).
     pub(super) fn set_wait(&self, id: u64, w: Wait) {
         self.with_ctx(id, |c| c.wait = w);

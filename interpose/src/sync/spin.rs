@@ -1,6 +1,8 @@
 //! Spinlocks, in glibc's own representation (a word that is 0 when free):
 //! in a cooperative context a spinning fiber yields between attempts, so
-//! that the holder, another fiber of the same hub, can run and unlock.
+//! that the holder, another fiber of the same hub, can run and unlock
+//! (once threads have priorities, it sleeps a moment: the holder may have
+//! a lower one).
 
 use libc::{c_int, pthread_spinlock_t};
 
@@ -24,7 +26,14 @@ hook! {
             if unsafe { next::pthread_spin_trylock(l) } == 0 {
                 return 0;
             }
-            hub::yield_now();
+            if hub::internal::priorities_differ() {
+                // A yield would let only equal or higher priorities run,
+                // and a holder of a lower one never would: a short sleep
+                // lets it, as another CPU would natively.
+                hub::sleep(std::time::Duration::from_micros(20));
+            } else {
+                hub::yield_now();
+            }
             crate::async_cancel_point();
         }
     }

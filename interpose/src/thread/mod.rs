@@ -26,7 +26,9 @@
 //! - [`names`]: thread names, also for the stall monitor and deadlock reports;
 //! - [`once`]: the `pthread_once` of fibers;
 //! - [`sched`]: scheduling policy and priority, per fiber;
-//! - [`cputime`]: thread CPU-time clocks, per fiber.
+//! - [`cputime`]: thread CPU-time clocks, per fiber;
+//! - [`plain`]: pass-throughs, hooked to be points where a time slice may
+//!   end.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -47,6 +49,7 @@ mod handle;
 pub mod keys;
 pub mod names;
 pub mod once;
+mod plain;
 pub mod sched;
 
 pub(crate) use names::{name_for_monitor, name_of};
@@ -552,6 +555,15 @@ hook! {
             sched,
             affinity: RefCell::new(None),
         });
+        // glibc's thread starts at its creator's priority and is then moved
+        // to its own: one lower than its creator's goes first among those
+        // of its priority (the kernel's rule for a lowered thread), one
+        // higher goes last and, outranking the creator, runs at this
+        // hook's return.
+        if hub::internal::priorities_differ() {
+            hub::set_priority(&rec.task, hub::current().priority());
+        }
+        hub::set_priority(&rec.task, rec.sched.task_priority());
         REGISTRY.with(|r| r.borrow_mut().insert(h, rec));
         // SAFETY: the caller's out pointer.
         unsafe { *t = h as pthread_t };

@@ -11,9 +11,11 @@
 //! creator's, or with `PTHREAD_EXPLICIT_SCHED` the attribute's, checked the
 //! same way. The root's own stay the OS thread's (real calls).
 //!
-//! Nothing here changes how fibers are scheduled (the run queue is FIFO);
-//! lock waiters can be ordered by [`current_priority`], and
-//! [`priorities_differ`] says whether that is worth the look.
+//! Each fiber's priority is also its task's in the hub
+//! ([`hub::set_priority`]), and the root's is the root task's: once any
+//! differs from 0 the hub runs the highest runnable first, as the kernel
+//! runs real-time threads on one CPU (see the hub's `priority` module).
+//! Lock waiters are ordered by [`current_priority`].
 
 use std::cell::Cell;
 
@@ -47,6 +49,17 @@ impl Sched {
         note(v);
         self.0.set(Some(v));
     }
+
+    /// The hub's priority for a task of these: the root's while they are
+    /// the root's and it was read, else 0 until it is (see [`root`]).
+    pub(super) fn task_priority(&self) -> u32 {
+        self.0.get().or_else(|| ROOT.with(Cell::get)).map_or(0, priority_of)
+    }
+}
+
+/// The hub's priority of a policy and priority pair.
+fn priority_of(v: (c_int, c_int)) -> u32 {
+    v.1.max(0) as u32
 }
 
 fn note(v: (c_int, c_int)) {
@@ -55,16 +68,28 @@ fn note(v: (c_int, c_int)) {
     }
 }
 
-/// The root's policy and priority (the OS thread's), read once.
+/// The root's policy and priority (the OS thread's), read once. Reading
+/// it gives the hub the root's priority, and that of every fiber that has
+/// the root's.
 fn root() -> (c_int, c_int) {
-    ROOT.with(|r| {
-        r.get().unwrap_or_else(|| {
-            let v = read_real();
-            note(v);
-            r.set(Some(v));
-            v
-        })
-    })
+    if let Some(v) = ROOT.with(Cell::get) {
+        return v;
+    }
+    let v = read_real();
+    note(v);
+    ROOT.with(|r| r.set(Some(v)));
+    hub::set_priority(&hub::root(), priority_of(v));
+    let same: Vec<_> = REGISTRY.with(|r| {
+        r.borrow()
+            .values()
+            .filter(|rec| rec.sched.0.get().is_none())
+            .map(|rec| rec.task.clone())
+            .collect()
+    });
+    for t in same {
+        hub::set_priority(&t, priority_of(v));
+    }
+    v
 }
 
 fn read_real() -> (c_int, c_int) {
@@ -183,6 +208,7 @@ fn change(rec: &Record, new: (c_int, c_int)) -> c_int {
         return libc::EPERM;
     }
     rec.sched.set(new);
+    hub::set_priority(&rec.task, priority_of(new));
     0
 }
 
@@ -242,6 +268,11 @@ fn root_changing() {
     ROOT.with(|r| r.set(None));
 }
 
+/// The root's change is made: the hub learns its new priority.
+fn root_changed() {
+    root();
+}
+
 /// Whether `t` is the OS thread running the caller (the root of this hub).
 fn is_own_thread(t: pthread_t) -> bool {
     t == super::os_thread_self()
@@ -278,7 +309,9 @@ hook! {
             Target::Real if crate::gate::emulating() && is_own_thread(t) => {
                 root_changing();
                 // SAFETY: forwarded unchanged.
-                unsafe { pthread_setschedparam::real(t, policy, param) }
+                let r = unsafe { pthread_setschedparam::real(t, policy, param) };
+                root_changed();
+                r
             }
             // SAFETY: not ours: forwarded unchanged.
             Target::Real => unsafe { pthread_setschedparam::real(t, policy, param) },
@@ -296,7 +329,9 @@ hook! {
             Target::Real if crate::gate::emulating() && is_own_thread(t) => {
                 root_changing();
                 // SAFETY: forwarded unchanged.
-                unsafe { pthread_setschedprio::real(t, prio) }
+                let r = unsafe { pthread_setschedprio::real(t, prio) };
+                root_changed();
+                r
             }
             // SAFETY: not ours: forwarded unchanged.
             Target::Real => unsafe { pthread_setschedprio::real(t, prio) },
@@ -313,11 +348,14 @@ fn own_fiber(pid: libc::pid_t) -> Option<std::rc::Rc<Record>> {
     current_record()
 }
 
-/// The root changes its own policy or priority with a `sched_*` call.
-fn root_changing_itself(pid: libc::pid_t) {
-    if pid == 0 && crate::gate::emulating() && !hub::in_fiber() {
+/// The root changes its own policy or priority with a `sched_*` call:
+/// whether it does.
+fn root_changing_itself(pid: libc::pid_t) -> bool {
+    let mine = pid == 0 && crate::gate::emulating() && !hub::in_fiber();
+    if mine {
         root_changing();
     }
+    mine
 }
 
 hook! {
@@ -354,9 +392,13 @@ hook! {
                 e => crate::errno::fail(e),
             },
             None => {
-                root_changing_itself(pid);
+                let mine = root_changing_itself(pid);
                 // SAFETY: forwarded unchanged.
-                unsafe { sched_setscheduler::real(pid, policy, param) }
+                let r = unsafe { sched_setscheduler::real(pid, policy, param) };
+                if mine {
+                    root_changed();
+                }
+                r
             }
         }
     }
@@ -374,9 +416,13 @@ hook! {
                 }
             }
             None => {
-                root_changing_itself(pid);
+                let mine = root_changing_itself(pid);
                 // SAFETY: forwarded unchanged.
-                unsafe { sched_setparam::real(pid, param) }
+                let r = unsafe { sched_setparam::real(pid, param) };
+                if mine {
+                    root_changed();
+                }
+                r
             }
         }
     }
