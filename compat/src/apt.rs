@@ -19,6 +19,7 @@ pub struct Need {
 enum What {
     Command(&'static str),
     Library(&'static str),
+    Versioned(&'static str, &'static str),
 }
 
 impl Need {
@@ -38,11 +39,21 @@ impl Need {
         }
     }
 
+    /// `file` under one of the version directories in `parent`, outside
+    /// `PATH` (PostgreSQL's `/usr/lib/postgresql/<major>/bin/postgres`).
+    pub const fn versioned(package: &'static str, parent: &'static str, file: &'static str) -> Need {
+        Need {
+            package,
+            what: What::Versioned(parent, file),
+        }
+    }
+
     /// Already on the system.
     pub fn present(&self) -> bool {
         match self.what {
             What::Command(c) => find_command(c).is_some(),
             What::Library(l) => find_library(l).is_some(),
+            What::Versioned(parent, file) => find_versioned(Path::new(parent), file).is_some(),
         }
     }
 }
@@ -69,6 +80,19 @@ pub fn find_library(soname: &str) -> Option<PathBuf> {
     .into_iter()
     .map(|dir| dir.join(soname))
     .find(|p| p.is_file())
+}
+
+/// `parent/<version>/file` for the highest version that has it (versions
+/// compared number by number: 9.6 < 15 < 16.1), or `None`.
+pub fn find_versioned(parent: &Path, file: &str) -> Option<PathBuf> {
+    let key = |name: &str| -> Vec<u64> { name.split('.').map(|n| n.parse().unwrap_or(0)).collect() };
+    std::fs::read_dir(parent)
+        .ok()?
+        .filter_map(|entry| entry.ok())
+        .map(|entry| (key(&entry.file_name().to_string_lossy()), entry.path().join(file)))
+        .filter(|(_, path)| path.is_file())
+        .max_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, path)| path)
 }
 
 /// The python3 to run scripts with: Debian's own if there is one (a
@@ -123,5 +147,29 @@ pub fn install(needs: &[Need], scratch: &Scratch, allowed: bool) -> Result<(), S
     match needs.iter().find(|n| !n.present()) {
         Some(n) => Err(format!("installed {list}, but {n:?} is still missing")),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_highest_version_that_has_the_file_is_found() {
+        let scratch = Scratch::new().unwrap();
+        let parent = scratch.subdir("versions").unwrap();
+        for (version, has_it) in [("9.6", true), ("15", true), ("16", false), ("common", true)] {
+            let bin = parent.join(version).join("bin");
+            std::fs::create_dir_all(&bin).unwrap();
+            if has_it {
+                std::fs::write(bin.join("postgres"), "").unwrap();
+            }
+        }
+        assert_eq!(
+            find_versioned(&parent, "bin/postgres"),
+            Some(parent.join("15/bin/postgres"))
+        );
+        assert_eq!(find_versioned(&parent, "bin/psql"), None);
+        assert_eq!(find_versioned(&parent.join("nowhere"), "bin/postgres"), None);
     }
 }

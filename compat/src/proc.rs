@@ -257,6 +257,27 @@ impl Server {
     /// connections on 127.0.0.1:`port`. A server that exits first is an
     /// error carrying its status and stderr.
     pub fn start(name: &str, cmd: &mut Command, dir: &Path, port: u16, timeout: Duration) -> Result<Server, Ran> {
+        let ready = || TcpStream::connect(("127.0.0.1", port)).is_ok();
+        Server::start_when(
+            name,
+            cmd,
+            dir,
+            ready,
+            &format!("accept connections on port {port}"),
+            timeout,
+        )
+    }
+
+    /// Starts `cmd` and waits (at most `timeout`) until `ready()` says it
+    /// is ready (`readiness` names the condition for the error message).
+    pub fn start_when(
+        name: &str,
+        cmd: &mut Command,
+        dir: &Path,
+        mut ready: impl FnMut() -> bool,
+        readiness: &str,
+        timeout: Duration,
+    ) -> Result<Server, Ran> {
         let group = match Group::spawn(cmd, dir, None) {
             Ok(g) => g,
             Err(e) => return Err(not_started(e)),
@@ -274,17 +295,14 @@ impl Server {
                 }
                 Ok(None) => {}
             }
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            if ready() {
                 return Ok(server);
             }
             if Instant::now() >= deadline {
                 let Server { group, name } = server;
                 let mut ran = group.finish(Instant::now()).unwrap_or_else(not_started);
                 ran.status = Status::TimedOut(timeout);
-                ran.stderr = format!(
-                    "{name} did not accept connections on port {port} within {timeout:?}\n{}",
-                    ran.stderr
-                );
+                ran.stderr = format!("{name} did not {readiness} within {timeout:?}\n{}", ran.stderr);
                 return Err(ran);
             }
             thread::sleep(Duration::from_millis(10));

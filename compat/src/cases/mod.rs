@@ -6,6 +6,7 @@ mod alloc;
 mod cancel;
 mod memcached;
 mod node;
+mod postgres;
 mod python_http;
 mod redis;
 
@@ -105,6 +106,7 @@ pub struct Case {
 pub fn all() -> Vec<Case> {
     let mut cases = Vec::from(redis::CASES);
     cases.push(memcached::CASE);
+    cases.push(postgres::CASE);
     cases.extend(alloc::CASES);
     cases.extend([node::CASE, python_http::CASE]);
     cases.extend(cancel::CASES);
@@ -145,10 +147,16 @@ impl Ctx {
     /// `program` as is (unpatched) or as `greenhook run OPTIONS -- program`,
     /// with a clean environment as far as greenhook is concerned.
     pub fn command(&self, mode: Mode, options: &[&str], program: impl AsRef<OsStr>) -> Command {
+        self.command_with(&self.greenhook, mode, options, program)
+    }
+
+    /// [`Ctx::command`] through the launcher at `launcher` (a copy another
+    /// user can run).
+    pub fn command_with(&self, launcher: &Path, mode: Mode, options: &[&str], program: impl AsRef<OsStr>) -> Command {
         let mut cmd = match mode {
             Mode::Unpatched => Command::new(program),
             Mode::Patched => {
-                let mut cmd = Command::new(&self.greenhook);
+                let mut cmd = Command::new(launcher);
                 cmd.arg("run").args(options).arg("--").arg(program);
                 cmd
             }
@@ -157,6 +165,18 @@ impl Ctx {
             cmd.env_remove(var);
         }
         cmd
+    }
+
+    /// The `libgreenhook.so` the launcher preloads, found as it finds it
+    /// (`GREENHOOK_LIB`, else next to the launcher, else in `../lib/`).
+    pub fn library(&self) -> Option<PathBuf> {
+        if let Some(lib) = std::env::var_os("GREENHOOK_LIB").filter(|l| !l.is_empty()) {
+            return Some(lib.into());
+        }
+        let dir = self.greenhook.parent()?;
+        [dir.join("libgreenhook.so"), dir.join("../lib/libgreenhook.so")]
+            .into_iter()
+            .find(|p| p.is_file())
     }
 
     /// A client or helper program: always unpatched.
