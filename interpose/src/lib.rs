@@ -98,6 +98,7 @@ fn setup() {
         hub::internal::set_name_provider(thread::name_for_monitor);
         hub::internal::set_priority_provider(thread::sched::current_priority);
         hub::internal::set_user_namer(thread::name_of);
+        hub::internal::set_owner_describer(sync::owner_of);
         thread::cputime::resolve_early();
     }
 }

@@ -145,8 +145,8 @@ impl Kind {
 }
 
 /// Who holds the object a deadlock report names: the owner word of a
-/// mutex or a write-locked rwlock.
-fn owner_of(kind: &'static str, addr: usize) -> Option<String> {
+/// mutex or a write-locked rwlock (registered with the hub at setup).
+pub(crate) fn owner_of(kind: &'static str, addr: usize) -> Option<String> {
     // SAFETY: a task is parked on the object right now, so it is alive.
     if kind == "mutex" && pshared::mutex::kind_is_shared(unsafe { word(addr, 4) }.load(Ordering::Relaxed)) {
         return pshared::describe_holder(addr);
@@ -213,7 +213,6 @@ fn wake_all(addr: usize) {
 /// effect (lock waits are no cancellation points otherwise); the callers
 /// then look again and, as POSIX has it, go on waiting.
 fn park(kind: Kind, addr: usize, tag: u32, deadline: Option<Instant>, busy: impl FnOnce() -> bool) -> hub::Park {
-    register_owner_describer();
     let r = hub::park_object(kind.name(), addr, tag, deadline, busy);
     if r == hub::Park::Interrupted {
         crate::async_cancel_point();
@@ -268,11 +267,4 @@ fn futex_wake(word: &AtomicI32, n: i32, shared: bool) {
             0,
         )
     };
-}
-
-/// Tells the hub how to name the owner of an object in deadlock reports
-/// (once; only a park can lead to a report).
-#[inline]
-fn register_owner_describer() {
-    hub::internal::set_owner_describer(owner_of);
 }
