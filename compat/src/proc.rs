@@ -321,6 +321,71 @@ impl Server {
             .finish(Instant::now() + timeout)
             .unwrap_or_else(|e| not_started(io::Error::new(e.kind(), format!("waiting for {name}: {e}"))))
     }
+    /// The server's pid: its process group's id too.
+    pub fn pid(&self) -> u32 {
+        self.group.child.id()
+    }
+
+    /// [`Server::stop`], and the processes of the server's group still
+    /// alive once the server itself had exited, before they are killed
+    /// with it: a server whose children end before it leaves none.
+    pub fn stop_alone(self, sig: Option<i32>, timeout: Duration) -> (Ran, Vec<i32>) {
+        let pid = self.group.child.id() as libc::pid_t;
+        if let Some(sig) = sig {
+            // SAFETY: kill takes plain integers; the pid is our unreaped child.
+            unsafe { libc::kill(pid, sig) };
+        }
+        let deadline = Instant::now() + timeout;
+        while !exited(pid) && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(5));
+        }
+        let survivors = group_members(pid);
+        let left = deadline.saturating_duration_since(Instant::now());
+        (self.stop(None, left), survivors)
+    }
+}
+
+/// Our child `pid` has exited (it is left unreaped: its pid, and so its
+/// group's id, is not reused yet).
+fn exited(pid: libc::pid_t) -> bool {
+    // SAFETY: a zeroed siginfo_t is a valid out-parameter.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `info` is valid for writing; WNOWAIT leaves the child to be
+    // reaped by its `Child`.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: waitid filled `info` (si_pid stays 0 when nothing exited).
+    rc != 0 || unsafe { info.si_pid() } != 0
+}
+
+/// The live processes (not zombies) of process group `pgid`, its leader
+/// excepted, from /proc.
+pub fn group_members(pgid: libc::pid_t) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut members: Vec<i32> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != pgid)
+        .filter(|pid| {
+            // The fields after the command's closing parenthesis: state, ppid, pgrp.
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let fields: Vec<&str> = stat
+                .rsplit_once(')')
+                .map_or("", |(_, f)| f)
+                .split_whitespace()
+                .collect();
+            matches!(fields[..], [state, _, pgrp, ..] if state != "Z" && state != "X" && pgrp.parse() == Ok(pgid))
+        })
+        .collect();
+    members.sort_unstable();
+    members
 }
 
 fn not_started(e: io::Error) -> Ran {
@@ -362,6 +427,37 @@ mod tests {
         let state = stat.rsplit(')').next().unwrap_or_default().split_whitespace().next();
         let alive = !matches!(state, None | Some("Z" | "X"));
         assert!(!alive, "the grandchild {grandchild} survived its group's kill");
+    }
+
+    #[test]
+    fn a_server_that_exits_before_its_child_leaves_a_survivor() {
+        let scratch = Scratch::new().unwrap();
+        let dir = scratch.subdir("survivor").unwrap();
+        let pidfile = dir.join("pid");
+        // Exits on SIGTERM; its child does not.
+        let script = format!(
+            "sleep 30 & echo $! > {}; trap 'exit 0' TERM; while :; do sleep 0.05; done",
+            pidfile.display()
+        );
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", &script]);
+        let server = Server::start_when("sh", &mut cmd, &dir, || true, "start", Duration::from_secs(5)).unwrap();
+        while !std::fs::read_to_string(&pidfile).is_ok_and(|pid| pid.ends_with('\n')) {
+            thread::sleep(Duration::from_millis(5));
+        }
+        let (ran, survivors) = server.stop_alone(Some(libc::SIGTERM), Duration::from_secs(5));
+        assert!(ran.succeeded(), "{ran:?}");
+        let sleeper: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        assert_eq!(survivors, [sleeper]);
+        // Killed with the group once counted.
+        thread::sleep(Duration::from_millis(50));
+        assert!(!survivor_alive(sleeper));
+    }
+
+    fn survivor_alive(pid: i32) -> bool {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat.rsplit(')').next().unwrap_or_default().split_whitespace().next();
+        !matches!(state, None | Some("Z" | "X"))
     }
 
     #[test]

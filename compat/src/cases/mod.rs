@@ -5,6 +5,7 @@
 mod alloc;
 mod cancel;
 mod memcached;
+mod nginx;
 mod node;
 mod postgres;
 mod python_http;
@@ -107,6 +108,7 @@ pub fn all() -> Vec<Case> {
     let mut cases = Vec::from(redis::CASES);
     cases.push(memcached::CASE);
     cases.push(postgres::CASE);
+    cases.push(nginx::CASE);
     cases.extend(alloc::CASES);
     cases.extend([node::CASE, python_http::CASE]);
     cases.extend(cancel::CASES);
