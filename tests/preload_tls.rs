@@ -20,6 +20,25 @@ fn thread_variables_are_per_thread() {
     assert!(shared.stdout.starts_with("vars: 1/8 kept"), "{}", shared.describe());
 }
 
+/// The preload reads its settings as it loads: a program that empties its
+/// environment before its first thread (nginx's workers keep only `TZ`)
+/// still gets them. Read when first needed, `GREENHOOK_TLS=shared` was lost
+/// here (8/8 kept: per-fiber TLS) and `GREENHOOK_STATS` printed nothing.
+#[test]
+fn settings_hold_after_the_program_empties_its_environment() {
+    differential("tls_per_thread", &["cleared"]);
+    let bin = compile("tls_per_thread");
+    let r = run(
+        &bin,
+        &["cleared"],
+        true,
+        &[("GREENHOOK_TLS", "shared"), ("GREENHOOK_STATS", "1")],
+    );
+    assert_eq!(r.code(), Some(0), "{}", r.describe());
+    assert!(r.stdout.starts_with("vars: 1/8 kept"), "{}", r.describe());
+    assert!(r.stderr.contains("greenhook stats"), "{}", r.describe());
+}
+
 /// `strerror` and `strsignal` of unknown numbers format into per-thread
 /// buffers: two threads keep their own strings.
 #[test]

@@ -193,12 +193,8 @@ pub(crate) fn glibc() -> Result<&'static Glibc, &'static str> {
 pub fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| {
-        match std::env::var("GREENHOOK_TLS").as_deref() {
-            Ok("shared") => return false,
-            Ok("fiber") | Err(_) => {}
-            Ok(other) => {
-                eprintln!("greenhook: GREENHOOK_TLS={other:?} is neither \"fiber\" nor \"shared\"; using \"fiber\"")
-            }
+        if !env_allows() {
+            return false;
         }
         match glibc() {
             Ok(_) => true,
@@ -208,6 +204,26 @@ pub fn enabled() -> bool {
             }
         }
     })
+}
+
+/// Whether `GREENHOOK_TLS` leaves per-fiber TLS on (not `shared`), read
+/// once: a program may empty its environment before its first fiber (nginx
+/// does), so the preload reads it when it loads ([`read_env`]).
+fn env_allows() -> bool {
+    static ALLOWS: OnceLock<bool> = OnceLock::new();
+    *ALLOWS.get_or_init(|| match std::env::var("GREENHOOK_TLS").as_deref() {
+        Ok("shared") => false,
+        Ok("fiber") | Err(_) => true,
+        Ok(other) => {
+            eprintln!("greenhook: GREENHOOK_TLS={other:?} is neither \"fiber\" nor \"shared\"; using \"fiber\"");
+            true
+        }
+    })
+}
+
+/// Reads this module's environment settings now (see [`env_allows`]).
+pub fn read_env() {
+    env_allows();
 }
 
 /// Where the calling context's thread-local at `addr` lies relative to

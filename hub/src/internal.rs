@@ -288,3 +288,17 @@ pub fn set_signals_may_wake(f: SignalsMayWake) {
 pub(crate) fn signals_may_wake() -> bool {
     SIGNALS_MAY_WAKE.get().is_some_and(|f| f())
 }
+
+/// Reads every `GREENHOOK_*` setting of the hub and the fiber crate now
+/// (`GREENHOOK_STATS`, `GREENHOOK_STALL_MS`, `GREENHOOK_POOL_SIZE`,
+/// `GREENHOOK_STACK_SIZE`, `GREENHOOK_TLS`); each is kept from then on.
+/// The preload calls it as it loads: read later, when first needed, a
+/// setting was lost in a program that empties its environment first (nginx
+/// keeps only `TZ` in its workers' before their first hooked call).
+pub fn read_settings() {
+    crate::stats::wanted();
+    crate::monitor::configured();
+    crate::pool::pool_size();
+    fiber::stack::env_stack_size();
+    fiber::tls::read_env();
+}

@@ -77,6 +77,11 @@ fn monitor() -> Option<&'static Monitor> {
         .as_ref()
 }
 
+/// Reads `GREENHOOK_STALL_MS` now (see [`crate::internal::read_settings`]).
+pub(crate) fn configured() {
+    monitor();
+}
+
 /// Called when a hub is created: returns its heartbeat if monitoring is on.
 pub(crate) fn register() -> Option<Arc<Beat>> {
     let m = monitor()?;

@@ -83,12 +83,18 @@ pub fn stalls() -> u64 {
     monitor::STALLS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// Whether `GREENHOOK_STATS` asks for the exit table, read once (see
+/// [`internal::read_settings`]).
+pub(crate) fn wanted() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("GREENHOOK_STATS").is_some_and(|v| !v.is_empty() && v != "0"))
+}
+
 /// With `GREENHOOK_STATS=1`, registers (once per process) an `atexit`
 /// handler that prints one compact table of the exiting thread's hub.
 pub(crate) fn stats_at_exit() {
     static ONCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    let on = std::env::var_os("GREENHOOK_STATS").is_some_and(|v| !v.is_empty() && v != "0");
-    if on && !ONCE.swap(true, std::sync::atomic::Ordering::SeqCst) {
+    if wanted() && !ONCE.swap(true, std::sync::atomic::Ordering::SeqCst) {
         extern "C" fn print_stats() {
             let _g = internal::Guard::new();
             eprint!("{}", stats_table());

@@ -91,6 +91,7 @@ pub fn patch_all() {
 
 /// What both ways in (preload, patch_all) set up before patching.
 fn setup() {
+    hub::internal::read_settings();
     hook::init_stats();
     #[cfg(greenhook_linux_hooks)]
     {

@@ -9,6 +9,9 @@
  *             and in errno, sleeps 20 ms (usleep: the others run), reads
  *             both back. "vars: 8/8 kept their value, 8/8 kept errno, 8/8
  *             saw the initial value".
+ *   cleared   vars, after emptying the environment with clearenv() first
+ *             (as nginx's workers do before their first thread): settings
+ *             given to the preload in the environment must still hold.
  *   strerror  2 threads each get strerror() and strsignal() of an unknown
  *             number (glibc formats it into a per-thread buffer), sleep
  *             20 ms, and print the strings they got.
@@ -380,6 +383,10 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "vars"))
         vars();
+    else if (!strcmp(mode, "cleared")) {
+        clearenv();
+        vars();
+    }
     else if (!strcmp(mode, "strerror"))
         strerrors();
     else if (!strcmp(mode, "locale"))
@@ -395,7 +402,7 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "signal"))
         signals();
     else {
-        fprintf(stderr, "usage: %s vars|strerror|locale|cpu|dlopen LIB|fork|signal|dtors\n", argv[0]);
+        fprintf(stderr, "usage: %s vars|cleared|strerror|locale|cpu|dlopen LIB|fork|signal|dtors\n", argv[0]);
         return 1;
     }
     return 0;
