@@ -4,7 +4,7 @@
 //! with generous bounds.
 mod util;
 
-use util::{differential, differential_expect, differential_ticking, named_time_ms, run, ticker, time_ms};
+use util::{compile, differential, differential_expect, differential_ticking, named_time_ms, run, ticker, time_ms};
 
 #[test]
 fn three_threads_sleeping_one_second_take_about_one_second() {
@@ -173,6 +173,33 @@ fn stdio_reads_a_regular_file() {
         "{}",
         patched.stdout
     );
+}
+
+/// An `O_DIRECT` file's reads and writes always wait for the device
+/// (`RWF_NOWAIT` does not make them asynchronous), so they go to the
+/// offload pool; before, they held the hub while the device worked (found
+/// with nginx's `directio`). The data comes back equal either way.
+#[test]
+fn direct_io_goes_to_the_offload_pool() {
+    let path = scratch_file("direct", 1);
+    let p = path.to_str().unwrap();
+    let (_, patched) = differential("file_reads", &[p, "direct"]);
+    if patched.stdout.contains("takes no O_DIRECT") {
+        eprintln!("skipped: the scratch filesystem takes no O_DIRECT");
+        return;
+    }
+    assert!(patched.stdout.contains(", 0 wrong"), "{}", patched.describe());
+    let bin = compile("file_reads");
+    let r = run(&bin, &[p, "direct"], true, &[("GREENHOOK_STATS", "1")]);
+    let offloads: u64 = r
+        .stderr
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("offloads"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no offloads line: {}", r.describe()));
+    // 36 writes and 36 + 36 reads of blocks (readv and writev take two).
+    assert!(offloads >= 90, "{offloads} offloads: {}", r.describe());
+    std::fs::remove_file(path).ok();
 }
 
 #[test]

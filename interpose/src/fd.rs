@@ -317,6 +317,7 @@ fn fcntl_on(fd: c_int, cmd: c_int, arg: usize) -> c_int {
             let r = unsafe { fcntl::real(fd, cmd, arg) };
             if r == 0 {
                 view.set_user_nonblock(arg as c_int & libc::O_NONBLOCK != 0);
+                view.set_direct(arg as c_int & libc::O_DIRECT != 0);
             }
             r
         }
@@ -454,7 +455,7 @@ pub(crate) fn private_pipes_after_fork() {
     for fd in inheritable_pipes() {
         if let Some(b) = reopen_blocking(fd) {
             move_fd(b, fd);
-            Fd::of(fd).set_known(false, false);
+            Fd::of(fd).set_known(false, false, false);
         }
     }
 }

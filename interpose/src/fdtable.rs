@@ -26,6 +26,9 @@ pub const USER_NONBLOCK: u32 = 2;
 pub const SOCKET: u32 = 4;
 /// A regular file (reads may block on the disk; see `file`).
 pub const FILE: u32 = 16;
+/// A regular file opened `O_DIRECT`: its reads and writes always wait for
+/// the device (see `file`).
+pub const DIRECT: u32 = 32;
 /// Not managed, but examined once: `USER_NONBLOCK` tells whether the
 /// (inherited or foreign) fd is non-blocking.
 pub const KNOWN: u32 = 8;
@@ -179,6 +182,12 @@ impl Fd {
         self.flags() & FILE != 0
     }
 
+    /// Whether the fd is a regular file opened `O_DIRECT`.
+    #[inline]
+    pub fn is_direct(self) -> bool {
+        self.flags() & DIRECT != 0
+    }
+
     /// The socket timeout, if any.
     #[inline]
     pub fn timeout(self, which: Timeout) -> Option<Duration> {
@@ -190,12 +199,18 @@ impl Fd {
         (us != 0).then(|| Duration::from_micros(us))
     }
 
-    /// Records what `F_GETFL` and `fstat` said of an fd we did not create,
-    /// and returns the fd's view with it.
-    pub fn set_known(self, nonblock: bool, regular_file: bool) -> Fd {
+    /// Records what `F_GETFL` and `fstat` said of an fd we did not create
+    /// (`direct`: a regular file with `O_DIRECT`), and returns the fd's
+    /// view with it.
+    pub fn set_known(self, nonblock: bool, regular_file: bool, direct: bool) -> Fd {
         let entry = entry_or_create(self.raw);
         if let Some(e) = entry {
-            e.start(KNOWN | if nonblock { USER_NONBLOCK } else { 0 } | if regular_file { FILE } else { 0 });
+            let file = match (regular_file, direct) {
+                (false, _) => 0,
+                (true, false) => FILE,
+                (true, true) => FILE | DIRECT,
+            };
+            e.start(KNOWN | if nonblock { USER_NONBLOCK } else { 0 } | file);
         }
         Fd { raw: self.raw, entry }
     }
@@ -209,6 +224,22 @@ impl Fd {
                 e.flags.fetch_or(USER_NONBLOCK, Ordering::Relaxed);
             } else {
                 e.flags.fetch_and(!USER_NONBLOCK, Ordering::Relaxed);
+            }
+        });
+    }
+
+    /// Sets or clears `O_DIRECT` on a known regular file (and its dups):
+    /// `fcntl(F_SETFL)` may change it.
+    pub fn set_direct(self, on: bool) {
+        let Some(e) = self.entry else { return };
+        if e.flags.load(Ordering::Relaxed) & FILE == 0 {
+            return;
+        }
+        e.for_description(|e| {
+            if on {
+                e.flags.fetch_or(DIRECT, Ordering::Relaxed);
+            } else {
+                e.flags.fetch_and(!DIRECT, Ordering::Relaxed);
             }
         });
     }

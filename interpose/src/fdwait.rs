@@ -101,7 +101,18 @@ fn examine(fd: Fd) -> Fd {
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fstat writes into `st`.
     let regular = unsafe { libc::fstat(fd.raw(), &mut st) } == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG;
-    fd.set_known(fl & libc::O_NONBLOCK != 0, regular)
+    fd.set_known(fl & libc::O_NONBLOCK != 0, regular, fl & libc::O_DIRECT != 0)
+}
+
+/// The fd's view, examined first if it is a foreign fd never seen (for the
+/// positioned file calls, which do not go through [`path`]).
+pub(crate) fn known(fd: c_int) -> Fd {
+    let v = Fd::of(fd);
+    if v.flags() & (fdtable::KNOWN | fdtable::MANAGED) == 0 {
+        examine(v)
+    } else {
+        v
+    }
 }
 
 /// Level readiness of an fd, without blocking. Errors and `POLLNVAL`

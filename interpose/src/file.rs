@@ -14,6 +14,13 @@
 //! only when dirty memory is far over its limits), and making every write an
 //! offload round trip would cost far more than it saves.
 //!
+//! A file opened `O_DIRECT` (nginx's `directio`, databases) bypasses the
+//! page cache: every read and write waits for the device, and
+//! `RWF_NOWAIT` does not change that (it only refuses to wait for locks),
+//! so both go straight to the pool. The fd table learns `O_DIRECT` from the
+//! `F_GETFL` it makes anyway when it first examines an fd, and from
+//! `fcntl(F_SETFL)`.
+//!
 //! Only fds in a cooperative context take this path (elsewhere nothing could
 //! run meanwhile); the fd table remembers which fds are regular files.
 
@@ -35,7 +42,14 @@ mod next {
 /// Whether `fd` is a regular file used where fibers could run meanwhile.
 #[inline]
 fn offloadable(fd: c_int) -> bool {
-    cooperative() && Fd::of(fd).is_regular_file()
+    cooperative() && crate::fdwait::known(fd).is_regular_file()
+}
+
+/// Whether `fd` is an `O_DIRECT` file used where fibers could run
+/// meanwhile: its writes go to the pool too.
+#[inline]
+fn direct(fd: c_int) -> bool {
+    cooperative() && crate::fdwait::known(fd).is_direct()
 }
 
 /// A read of a regular file at `off` (-1: the file offset, which the read
@@ -45,20 +59,38 @@ fn offloadable(fd: c_int) -> bool {
 /// # Safety
 /// `iov` points at `cnt` iovecs describing writable memory.
 pub(crate) unsafe fn read_at(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
+    if Fd::of(fd).is_direct() {
+        return offload_read(fd, iov, cnt, off);
+    }
+    // SAFETY: caller's contract.
+    unsafe { try_cached(fd, iov, cnt, off) }.unwrap_or_else(|| offload_read(fd, iov, cnt, off))
+}
+
+/// The read from the page cache, if it can be had without blocking: its
+/// result, or None when it must go to the pool.
+///
+/// # Safety
+/// As for [`read_at`].
+unsafe fn try_cached(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> Option<ssize_t> {
     // SAFETY: caller's contract.
     let r = unsafe { next::preadv2(fd, iov, cnt, off, libc::RWF_NOWAIT) };
     if r >= 0 {
-        return r;
+        return Some(r);
     }
     match errno::get() {
         // Not in the page cache, or a filesystem/kernel without RWF_NOWAIT.
-        libc::EAGAIN | libc::EOPNOTSUPP | libc::ENOSYS => {}
-        // EINVAL may also mean "flag unsupported" (old kernels): retry below,
-        // the plain call gives the true answer. Anything else is the answer.
-        libc::EINVAL => {}
-        _ => return r,
+        libc::EAGAIN | libc::EOPNOTSUPP | libc::ENOSYS => None,
+        // EINVAL may also mean "flag unsupported" (old kernels): the plain
+        // call, on the pool, gives the true answer. Anything else is the
+        // answer.
+        libc::EINVAL => None,
+        _ => Some(r),
     }
-    let (iov, fd) = (iov as usize, fd);
+}
+
+/// The read on the offload pool while the fiber waits.
+fn offload_read(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
+    let iov = iov as usize;
     offload(move || {
         let iov = iov as *const iovec;
         // SAFETY: the caller's buffers stay valid: offload does not return
@@ -71,6 +103,33 @@ pub(crate) unsafe fn read_at(fd: c_int, iov: *const iovec, cnt: c_int, off: off_
             }
         }
     })
+}
+
+/// A write to an `O_DIRECT` file (`off` -1: at the file offset), on the
+/// offload pool while the fiber waits: one real call, whose result is the
+/// caller's.
+pub(crate) fn write_direct(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
+    let iov = iov as usize;
+    offload(move || {
+        let iov = iov as *const iovec;
+        // SAFETY: as in `offload_read`: the caller's buffers outlive the call.
+        unsafe {
+            if off < 0 {
+                crate::io::writev::real(fd, iov, cnt)
+            } else {
+                pwritev64::real(fd, iov, cnt, off)
+            }
+        }
+    })
+}
+
+/// [`write_direct`] of one buffer.
+pub(crate) fn write_one_direct(fd: c_int, buf: *const c_void, n: size_t, off: off_t) -> ssize_t {
+    let iov = iovec {
+        iov_base: buf as *mut c_void,
+        iov_len: n,
+    };
+    write_direct(fd, &iov, 1, off)
 }
 
 /// `read` on a regular file.
@@ -141,6 +200,30 @@ hook! {
     [file] fn preadv(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
         // SAFETY: the caller's iovecs.
         unsafe { read_at(fd, iov, cnt, off) }
+    }
+
+    /// `pwrite(2)`: on the offload pool for an `O_DIRECT` file.
+    #[gate(direct(fd) && off >= 0)]
+    [file] fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: off_t) -> ssize_t {
+        write_one_direct(fd, buf, n, off)
+    }
+
+    /// `pwrite64(2)`: the same call on 64-bit glibc.
+    #[gate(direct(fd) && off >= 0)]
+    [file] fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off: off64_t) -> ssize_t {
+        write_one_direct(fd, buf, n, off)
+    }
+
+    /// `pwritev(2)`: on the offload pool for an `O_DIRECT` file.
+    #[gate(direct(fd) && off >= 0)]
+    [file] fn pwritev(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
+        write_direct(fd, iov, cnt, off)
+    }
+
+    /// `pwritev64(2)`: the same call on 64-bit glibc.
+    #[gate(direct(fd) && off >= 0)]
+    [file] fn pwritev64(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t) -> ssize_t {
+        write_direct(fd, iov, cnt, off)
     }
 
     /// `preadv64(2)`: the same call on 64-bit glibc.

@@ -86,6 +86,7 @@ hook! {
         let from =
             move |done: usize, len: usize| unsafe { write::real(fd, buf.cast::<u8>().add(done).cast(), len) };
         match path(fd) {
+            Path::File(f) if f.is_direct() => crate::file::write_one_direct(fd, buf, n, -1),
             Path::Pass | Path::File(_) => from(0, n),
             Path::Managed(fd) => all(fd, || n, |done| from(done, n - done)),
             Path::Polled(fd) => polled_all(fd, n, from),
@@ -110,6 +111,7 @@ hook! {
         // SAFETY: forwarded unchanged.
         let op = move || unsafe { writev::real(fd, iov, cnt) };
         let fd = match path(fd) {
+            Path::File(f) if f.is_direct() => return crate::file::write_direct(fd, iov, cnt, -1),
             Path::Pass | Path::File(_) => return op(),
             Path::Polled(fd) => return polled(fd, Interest::Writable, op),
             Path::Managed(fd) => fd,

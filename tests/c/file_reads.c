@@ -10,17 +10,24 @@
  *                the potential stall, not CPU work), then fsyncs a scratch
  *                file; prints a checksum of what it read and that the ticker
  *                ran; stderr: the ticker's report (ticker.h).
+ *   MODE direct  from a thread while another lives: writes PATH.direct
+ *                opened O_DIRECT (36 aligned 4 KiB blocks by pwrite, write
+ *                and writev), reads every block back (pread, read, readv)
+ *                and checks it; prints what it did, or that the filesystem
+ *                takes no O_DIRECT. Every call waits for the device.
  *   MODE stdio   reads PATH through stdio (fgets, fread, getline, fgetc),
  *                first from main with no other thread, then from a thread
  *                while another lives; prints what each read.
  *
  * stdout is deterministic (checksums, counts).
  */
+#define _GNU_SOURCE /* O_DIRECT */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "ticker.h"
@@ -105,13 +112,85 @@ static void *idle_thread(void *arg)
     return NULL;
 }
 
+#define BLK 4096
+static const char *direct_path;
+
+/* Block i of the direct file holds the byte i + 1. */
+static int block_ok(const unsigned char *b, int i)
+{
+    for (int k = 0; k < BLK; k++)
+        if (b[k] != (unsigned char)(i + 1))
+            return 0;
+    return 1;
+}
+
+static void *direct_thread(void *arg)
+{
+    (void)arg;
+    char name[4096];
+    snprintf(name, sizeof name, "%s.direct", direct_path);
+    int fd = open(name, O_CREAT | O_TRUNC | O_RDWR | O_DIRECT, 0600);
+    if (fd < 0) {
+        printf("direct: this filesystem takes no O_DIRECT\n");
+        return NULL;
+    }
+    unsigned char *b;
+    if (posix_memalign((void **)&b, BLK, 2 * BLK) != 0)
+        abort();
+    int wrong = 0;
+    for (int i = 0; i < 16; i++) { /* blocks 0-15: pwrite */
+        memset(b, i + 1, BLK);
+        wrong += pwrite(fd, b, BLK, (off_t)i * BLK) != BLK;
+    }
+    lseek(fd, 16 * BLK, SEEK_SET);
+    for (int i = 16; i < 28; i++) { /* blocks 16-27: write */
+        memset(b, i + 1, BLK);
+        wrong += write(fd, b, BLK) != BLK;
+    }
+    for (int i = 28; i < 36; i += 2) { /* blocks 28-35: writev, two at a time */
+        memset(b, i + 1, BLK);
+        memset(b + BLK, i + 2, BLK);
+        struct iovec v[2] = {{b, BLK}, {b + BLK, BLK}};
+        wrong += writev(fd, v, 2) != 2 * BLK;
+    }
+    for (int i = 0; i < 36; i++) { /* every block by pread */
+        memset(b, 0, BLK);
+        wrong += pread(fd, b, BLK, (off_t)i * BLK) != BLK || !block_ok(b, i);
+    }
+    lseek(fd, 0, SEEK_SET);
+    for (int i = 0; i < 36; i += 2) { /* by read, then readv */
+        if (i < 18) {
+            wrong += read(fd, b, BLK) != BLK || !block_ok(b, i);
+            wrong += read(fd, b, BLK) != BLK || !block_ok(b, i + 1);
+        } else {
+            struct iovec v[2] = {{b, BLK}, {b + BLK, BLK}};
+            wrong += readv(fd, v, 2) != 2 * BLK || !block_ok(b, i) || !block_ok(b + BLK, i + 1);
+        }
+    }
+    close(fd);
+    unlink(name);
+    free(b);
+    printf("direct: 36 blocks written (pwrite, write, writev) and read back (pread, read, readv), %d wrong\n",
+           wrong);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: file_reads PATH cached|cold|stdio\n");
+        fprintf(stderr, "usage: file_reads PATH cached|cold|stdio|direct\n");
         return 2;
     }
     const char *path = argv[1];
+    if (!strcmp(argv[2], "direct")) {
+        direct_path = path;
+        pthread_t idle, t;
+        pthread_create(&idle, NULL, idle_thread, NULL);
+        pthread_create(&t, NULL, direct_thread, NULL);
+        pthread_join(t, NULL);
+        pthread_join(idle, NULL);
+        return 0;
+    }
     if (!strcmp(argv[2], "stdio")) {
         stdio_pass(path, "main");
         stdio_path = path;
