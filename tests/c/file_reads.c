@@ -112,6 +112,17 @@ static void *idle_thread(void *arg)
     return NULL;
 }
 
+/* Runs f in a thread while another thread lives (so that, under the
+ * preload, f's calls are made where other fibers could run). */
+static void beside_idle(void *(*f)(void *))
+{
+    pthread_t idle, t;
+    pthread_create(&idle, NULL, idle_thread, NULL);
+    pthread_create(&t, NULL, f, NULL);
+    pthread_join(t, NULL);
+    pthread_join(idle, NULL);
+}
+
 #define BLK 4096
 static const char *direct_path;
 
@@ -184,21 +195,13 @@ int main(int argc, char **argv)
     const char *path = argv[1];
     if (!strcmp(argv[2], "direct")) {
         direct_path = path;
-        pthread_t idle, t;
-        pthread_create(&idle, NULL, idle_thread, NULL);
-        pthread_create(&t, NULL, direct_thread, NULL);
-        pthread_join(t, NULL);
-        pthread_join(idle, NULL);
+        beside_idle(direct_thread);
         return 0;
     }
     if (!strcmp(argv[2], "stdio")) {
         stdio_pass(path, "main");
         stdio_path = path;
-        pthread_t idle, t;
-        pthread_create(&idle, NULL, idle_thread, NULL);
-        pthread_create(&t, NULL, stdio_thread, NULL);
-        pthread_join(t, NULL);
-        pthread_join(idle, NULL);
+        beside_idle(stdio_thread);
         return 0;
     }
     if (!strcmp(argv[2], "cached")) {
