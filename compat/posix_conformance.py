@@ -9,7 +9,8 @@ LTP_DIR is a checkout of https://github.com/linux-test-project/ltp (only
 testcases/open_posix_testsuite is used); LIBGREENHOOK defaults to
 target/release/libgreenhook.so. Each case is built with the system C
 compiler into a temporary directory and run with a 60 s limit, three at a
-time. Prints the counts, then each case whose answers differ. Not in CI:
+time; a case whose answers differ runs again alone. Prints the counts, then
+each case whose answers still differ. Not in CI:
 the suite is not a Debian package, and CI reaches only package registries.
 """
 import concurrent.futures as cf
@@ -65,6 +66,16 @@ def main():
 
     with cf.ThreadPoolExecutor(3) as ex:
         results = list(ex.map(one, cases))
+    # Some cases share a name in the system's namespaces (sem_init/3-2 and
+    # 3-3 open the same shared memory object), so two of them at once can
+    # break each other. A case that passed natively but not under the
+    # preload runs again alone, both ways, and that answer stands.
+    by_case = {c[0] + "/" + c[1]: c for c in cases}
+    for i, (name, native, patched) in enumerate(results):
+        if native == 0 and patched != 0:
+            again = one(by_case[name])
+            if again[1] == 0:
+                results[i] = again
     passing = [r for r in results if r[1] == 0]
     print(f"{len(results)} cases, {len(passing)} pass natively, "
           f"{sum(1 for r in passing if r[2] == 0)} of those under the preload")
