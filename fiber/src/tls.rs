@@ -846,17 +846,19 @@ impl Glibc {
             std::ptr::copy_nonoverlapping(from as *const u8, tp as *mut u8, self.header_size);
             std::ptr::write_bytes((tp + self.header_size) as *mut u8, 0, self.tcb_size - self.header_size);
             let w = |off: usize, v: usize| ((tp + off) as *mut usize).write(v);
-            w(0, tp); // tcb
+            // tcb, dtv, self
+            w(0, tp);
             w(8, dtv);
-            w(16, tp); // self
-                       // multiple_threads: glibc's single-thread shortcuts (no atomic
-                       // lock prefix) must never apply, since a fiber's real
-                       // pthread_create would mark only its own block.
+            w(16, tp);
+            // multiple_threads: glibc's single-thread shortcuts (no atomic
+            // lock prefix) must never apply, since a fiber's real
+            // pthread_create would mark only its own block.
             ((tp + 24) as *mut i32).write(1);
-            ((tp + 28) as *mut i32).write(0); // gscope_flag
-                                              // What `_dl_allocate_tls` does after making a DTV: resizes it
-                                              // if it is shorter than the highest module id, marks every
-                                              // module's entry unallocated, copies the static TLS images.
+            // gscope_flag
+            ((tp + 28) as *mut i32).write(0);
+            // What `_dl_allocate_tls` does after making a DTV: resizes it
+            // if it is shorter than the highest module id, marks every
+            // module's entry unallocated, copies the static TLS images.
             (self.allocate_tls_init)(tp as *mut c_void, true);
             w(self.list, tp + self.list);
             w(self.list + 8, tp + self.list);
