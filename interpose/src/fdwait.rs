@@ -62,9 +62,9 @@ pub(crate) fn path(fd: c_int) -> Path {
         return Path::Pass;
     }
     // Managed first, without the machinery check (a thread-local read): a
-    // greenhook worker
-    // that touches a managed fd is not in a cooperative context, so it waits
-    // in the kernel like the blocking call would, which is correct there too.
+    // greenhook worker that touches a managed fd is not in a cooperative
+    // context, so it waits in the kernel like the blocking call would,
+    // which is correct there too.
     let fd = Fd::of(fd);
     let f = fd.flags();
     if f & fdtable::MANAGED != 0 {
@@ -77,7 +77,7 @@ pub(crate) fn path(fd: c_int) -> Path {
     if !crate::gate::patched() || !crate::gate::can_yield() {
         return Path::Pass;
     }
-    let fd = if f & fdtable::KNOWN == 0 { examine(fd) } else { fd };
+    let fd = known(fd);
     let f = fd.flags();
     if f & fdtable::KNOWN == 0 || f & fdtable::USER_NONBLOCK != 0 {
         Path::Pass
@@ -104,14 +104,13 @@ fn examine(fd: Fd) -> Fd {
     fd.set_known(fl & libc::O_NONBLOCK != 0, regular, fl & libc::O_DIRECT != 0)
 }
 
-/// The fd's view, examined first if it is a foreign fd never seen (for the
-/// positioned file calls, which do not go through [`path`]).
-pub(crate) fn known(fd: c_int) -> Fd {
-    let v = Fd::of(fd);
-    if v.flags() & (fdtable::KNOWN | fdtable::MANAGED) == 0 {
-        examine(v)
+/// The fd's view, examined first if it is a foreign fd never seen: for
+/// [`path`], and for the positioned file calls, which do not go through it.
+pub(crate) fn known(fd: Fd) -> Fd {
+    if fd.flags() & (fdtable::KNOWN | fdtable::MANAGED) == 0 {
+        examine(fd)
     } else {
-        v
+        fd
     }
 }
 

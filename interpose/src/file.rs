@@ -42,14 +42,14 @@ mod next {
 /// Whether `fd` is a regular file used where fibers could run meanwhile.
 #[inline]
 fn offloadable(fd: c_int) -> bool {
-    cooperative() && crate::fdwait::known(fd).is_regular_file()
+    cooperative() && crate::fdwait::known(Fd::of(fd)).is_regular_file()
 }
 
 /// Whether `fd` is an `O_DIRECT` file used where fibers could run
 /// meanwhile: its writes go to the pool too.
 #[inline]
 fn direct(fd: c_int) -> bool {
-    cooperative() && crate::fdwait::known(fd).is_direct()
+    cooperative() && crate::fdwait::known(Fd::of(fd)).is_direct()
 }
 
 /// A read of a regular file at `off` (-1: the file offset, which the read
@@ -88,8 +88,17 @@ unsafe fn try_cached(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> Op
     }
 }
 
-/// The read on the offload pool while the fiber waits.
-fn offload_read(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
+/// A vectored call of `fd` on the offload pool while the fiber waits: at
+/// the file offset (`at_offset`, `off` -1) or at `off` (`at`). One real
+/// call, whose result is the caller's.
+fn on_pool(
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+    off: off_t,
+    at_offset: unsafe fn(c_int, *const iovec, c_int) -> ssize_t,
+    at: unsafe fn(c_int, *const iovec, c_int, off64_t) -> ssize_t,
+) -> ssize_t {
     let iov = iov as usize;
     offload(move || {
         let iov = iov as *const iovec;
@@ -97,30 +106,23 @@ fn offload_read(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t
         // before this closure has finished.
         unsafe {
             if off < 0 {
-                crate::io::readv::real(fd, iov, cnt)
+                at_offset(fd, iov, cnt)
             } else {
-                preadv64::real(fd, iov, cnt, off)
+                at(fd, iov, cnt, off)
             }
         }
     })
 }
 
+/// The read on the offload pool while the fiber waits.
+fn offload_read(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
+    on_pool(fd, iov, cnt, off, crate::io::readv::real, preadv64::real)
+}
+
 /// A write to an `O_DIRECT` file (`off` -1: at the file offset), on the
-/// offload pool while the fiber waits: one real call, whose result is the
-/// caller's.
+/// offload pool while the fiber waits.
 pub(crate) fn write_direct(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
-    let iov = iov as usize;
-    offload(move || {
-        let iov = iov as *const iovec;
-        // SAFETY: as in `offload_read`: the caller's buffers outlive the call.
-        unsafe {
-            if off < 0 {
-                crate::io::writev::real(fd, iov, cnt)
-            } else {
-                pwritev64::real(fd, iov, cnt, off)
-            }
-        }
-    })
+    on_pool(fd, iov, cnt, off, crate::io::writev::real, pwritev64::real)
 }
 
 /// [`write_direct`] of one buffer.
