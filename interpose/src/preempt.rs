@@ -85,7 +85,7 @@ pub(crate) fn at_hook_return() {
 #[inline(never)]
 fn look() {
     let slice = SLICE_NS.load(Relaxed);
-    if slice == 0 || IN_HANDLER.try_with(|h| h.get()).unwrap_or(1) != 0 || !crate::gate::cooperative() {
+    if slice == 0 || !may_switch_here() {
         return;
     }
     let now = coarse_now_ns();
@@ -99,12 +99,23 @@ fn look() {
         return;
     }
     SINCE_NS.store(now, Relaxed);
-    // Greenhook's code again while it switches (the hook that called this
-    // has left): a signal meanwhile waits for a safe point instead of
-    // running its handler inside the switch.
+    switch_at_return(hub::yield_to_hub);
+}
+
+/// Whether a hook's return may switch to other fibers here: not inside a
+/// signal handler that interrupted the program (see [`IN_HANDLER`]), and
+/// where other fibers could run.
+fn may_switch_here() -> bool {
+    IN_HANDLER.try_with(|h| h.get()).unwrap_or(1) == 0 && crate::gate::cooperative()
+}
+
+/// Runs `switch` (which lets other fibers run) at a hook's return, as
+/// greenhook's code again (the hook that called this has left): a signal
+/// meanwhile waits for a safe point instead of running its handler inside
+/// the switch. Then what the others sent this thread runs.
+fn switch_at_return(switch: impl FnOnce()) {
     let depth = hub::internal::enter_hook();
-    hub::yield_to_hub();
-    // The yield let others run: what they sent this thread runs now.
+    switch();
     crate::async_cancel_point();
     // SAFETY: entered just above, in this same context, left once.
     unsafe { depth.leave() };
@@ -118,15 +129,9 @@ fn look() {
 #[cold]
 #[inline(never)]
 pub(crate) fn priority_point() {
-    if !hub::preempt_wanted() || IN_HANDLER.try_with(|h| h.get()).unwrap_or(1) != 0 || !crate::gate::cooperative() {
-        return;
+    if hub::preempt_wanted() && may_switch_here() {
+        switch_at_return(hub::preempt_point);
     }
-    // Greenhook's code again while it switches (as in `look`).
-    let depth = hub::internal::enter_hook();
-    hub::preempt_point();
-    crate::async_cancel_point();
-    // SAFETY: entered just above, in this same context, left once.
-    unsafe { depth.leave() };
 }
 
 /// `CLOCK_MONOTONIC_COARSE` in nanoseconds (the vDSO's, a few ns).
