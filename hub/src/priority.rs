@@ -184,12 +184,7 @@ impl Hub {
                 _ => break,
             }
             let Some(t) = self.runq.pop_front() else { break };
-            self.run_task(t);
-            since_poll += 1;
-            if since_poll == 64 || self.poll_soon.replace(false) {
-                since_poll = 0;
-                self.poll(false);
-            }
+            self.run_in_loop(t, &mut since_poll);
         }
         self.looping.set(false);
         // In the child of a fork made by a fiber run here, the root's code

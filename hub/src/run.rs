@@ -160,14 +160,7 @@ impl Hub {
         {
             let next = self.runq.pop_front();
             match next {
-                Some(t) => {
-                    self.run_task(t);
-                    since_poll += 1;
-                    if since_poll == 64 || self.poll_soon.replace(false) {
-                        since_poll = 0;
-                        self.poll(false);
-                    }
-                }
+                Some(t) => self.run_in_loop(t, &mut since_poll),
                 None => {
                     since_poll = 0;
                     self.poll(true);
@@ -176,6 +169,19 @@ impl Hub {
         }
         root.state.set(State::Running);
         self.looping.set(false);
+    }
+
+    /// One fiber of a loop the root runs: `t` runs, then every 64 fibers
+    /// (or at once, when one asked: `poll_soon`) a turn of the poller, the
+    /// remote inbox and the timers, so I/O is never starved.
+    #[inline(always)]
+    pub(crate) fn run_in_loop(&self, t: Rc<Task>, since_poll: &mut u32) {
+        self.run_task(t);
+        *since_poll += 1;
+        if *since_poll == 64 || self.poll_soon.replace(false) {
+            *since_poll = 0;
+            self.poll(false);
+        }
     }
 
     #[inline]
