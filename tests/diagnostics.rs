@@ -22,7 +22,14 @@ fn stall_lines(stderr: &str) -> Vec<&str> {
 fn the_stall_monitor_names_the_cpu_bound_fiber_once() {
     let _s = serial();
     let bin = compile("stall_demo");
-    let r = run(&bin, &["cpu", "600"], true, &[("GREENHOOK_STALL_MS", "50")]);
+    // With preemption off: a computation it cannot interrupt (inside libc,
+    // say) stalls the same way.
+    let r = run(
+        &bin,
+        &["cpu", "600"],
+        true,
+        &[("GREENHOOK_STALL_MS", "50"), ("GREENHOOK_PREEMPT", "0")],
+    );
     assert_eq!(r.stdout, "ok cpu\n", "{}", r.describe());
     // One report and one end line for the culprit (a loaded machine may add
     // reports of its own; the culprit's must be exactly one pair).
@@ -84,6 +91,21 @@ fn a_hooked_sleep_is_not_a_stall() {
     let r = run(&bin, &["hooked", "400"], true, &[("GREENHOOK_STALL_MS", "50")]);
     assert_eq!(r.stdout, "ok hooked\n", "{}", r.describe());
     assert!(stall_lines(&r.stderr).is_empty(), "{}", r.stderr);
+}
+
+/// Preempted every slice, the busy fiber no longer holds the hub: no stall
+/// to report.
+#[test]
+fn a_preempted_computation_is_not_a_stall() {
+    let _s = serial();
+    let bin = compile("stall_demo");
+    let r = run(&bin, &["cpu", "400"], true, &[("GREENHOOK_STALL_MS", "100")]);
+    assert_eq!(r.stdout, "ok cpu\n", "{}", r.describe());
+    assert!(
+        !stall_lines(&r.stderr).iter().any(|l| l.contains("'spin'")),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

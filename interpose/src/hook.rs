@@ -110,10 +110,19 @@ pub(crate) fn init_stats() {
                 .iter()
                 .zip(&COUNTS)
                 .map(|(f, c)| (*f, c.load(Ordering::Relaxed)))
+                .chain(preempted())
                 .filter(|(_, n)| *n > 0)
                 .collect()
         });
     }
+}
+
+/// The stats row of preemptions by signal (see `preempt`).
+fn preempted() -> Option<(&'static str, u64)> {
+    #[cfg(greenhook_linux_hooks)]
+    return Some(("preempted", crate::preempt::preemptions()));
+    #[cfg(not(greenhook_linux_hooks))]
+    None
 }
 
 /// Alive for the whole body of a hook (see [`hook!`]): counts the call on

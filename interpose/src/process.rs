@@ -170,6 +170,7 @@ fn forked() -> pid_t {
         if hub::has_hub() {
             hub::reset_after_fork();
             crate::signal::after_fork_child();
+            crate::preempt::after_fork_child();
         }
         crate::fd::private_pipes_after_fork();
         crate::sync::after_fork_child();

@@ -72,6 +72,14 @@ pub const SETTINGS: &[Setting] = &[
         default: "10",
     },
     Setting {
+        var: "GREENHOOK_PREEMPT",
+        option: Some("--no-preempt"),
+        arg: "",
+        value: Value::Fixed("0"),
+        meaning: "0: a thread computing without calls is not preempted by a signal (x86-64)",
+        default: "on",
+    },
+    Setting {
         var: "GREENHOOK_STATS",
         option: Some("--stats"),
         arg: "",

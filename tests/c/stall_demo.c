@@ -3,7 +3,8 @@
  *
  * usage: stall_demo MODE [MS [BOUNCES]]
  *   cpu     a thread named "spin" computes for MS ms (default 1000) in
- *           busy_loop() without any call that could yield
+ *           busy_loop() without any call that could yield (greenhook
+ *           preempts it by signal, unless GREENHOOK_PREEMPT=0)
  *   raw     a thread sleeps MS ms with a raw syscall(SYS_nanosleep), which
  *           no symbol hook can see
  *   hooked  a thread sleeps MS ms with nanosleep(), which greenhook hooks

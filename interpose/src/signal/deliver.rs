@@ -72,6 +72,8 @@ pub(super) fn action_of(sig: c_int) -> Action {
         libc::SIG_DFL if ignored_by_default(sig) => Action::Ignore,
         libc::SIG_DFL => Action::Default,
         h if h == trampoline as *const () as usize => Action::Ignore,
+        // Preemption's handler: the program's SIGURG is SIG_DFL or SIG_IGN.
+        _ if super::never_blocked() & bit(sig) != 0 => Action::Ignore,
         h => Action::Handler(Via {
             handler: h,
             flags: k.sa_flags,
@@ -132,7 +134,7 @@ fn directed_at(sig: c_int, info: &siginfo_t) -> Option<u64> {
 
 /// What the kernel calls for every signal whose handler is the program's
 /// (installed through `sigaction`). See the module docs.
-pub(super) extern "C" fn trampoline(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) {
+pub(crate) extern "C" fn trampoline(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) {
     if !valid(sig) {
         return;
     }

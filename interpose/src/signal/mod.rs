@@ -142,6 +142,10 @@ unsafe fn install(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_i
     state::with(|_| ());
     // SAFETY: a query of the current mask only.
     unsafe { pthread_sigmask::real(libc::SIG_SETMASK, std::ptr::null(), std::ptr::null_mut()) };
+    if crate::preempt::signal() == Some(sig) {
+        // SAFETY: caller's contract.
+        return unsafe { install_beside_preemption(sig, act, old) };
+    }
     let s = sig as usize;
     let mut mine: SigAction;
     let mut act_p = act;
@@ -189,8 +193,63 @@ unsafe fn install(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_i
     0
 }
 
-/// `SA_RESETHAND` for a signal we delivered ourselves: the disposition
-/// goes back to SIG_DFL, in our table and in the kernel.
+/// The program's disposition of the preemption signal when it is not a
+/// handler (SIG_DFL or SIG_IGN): what `sigaction` reports back.
+static PREEMPT_SIGNAL_WORD: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
+
+/// `install` for the signal preemption ticks arrive by (`SIGURG`): the
+/// kernel keeps greenhook's handler, which passes the program's own
+/// `SIGURG`s to [`program_preempt_signal`]; the program's action is recorded
+/// and reported as if installed. Both SIG_DFL and SIG_IGN ignore it.
+///
+/// # Safety
+/// As for [`install`].
+unsafe fn install_beside_preemption(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int {
+    let s = sig as usize;
+    if !old.is_null() {
+        // SAFETY: a zeroed sigaction is valid; the caller's out pointer.
+        let mut k: SigAction = unsafe { std::mem::zeroed() };
+        let h = HANDLERS[s].load(Ordering::SeqCst);
+        k.sa_sigaction = if h != 0 {
+            h
+        } else {
+            PREEMPT_SIGNAL_WORD.load(Ordering::SeqCst)
+        };
+        k.sa_flags = FLAGS[s].load(Ordering::SeqCst) | SA_RESTORER;
+        bits_to_set(MASKS[s].load(Ordering::SeqCst), &mut k.sa_mask);
+        // SAFETY: caller's out pointer.
+        unsafe { *old = k };
+    }
+    // SAFETY: caller's contract.
+    if let Some(a) = unsafe { act.as_ref() } {
+        let handler = a.sa_sigaction != libc::SIG_DFL && a.sa_sigaction != libc::SIG_IGN;
+        MASKS[s].store(set_to_bits(&a.sa_mask) & !UNBLOCKABLE, Ordering::SeqCst);
+        FLAGS[s].store(a.sa_flags, Ordering::SeqCst);
+        PREEMPT_SIGNAL_WORD.store(if handler { libc::SIG_DFL } else { a.sa_sigaction }, Ordering::SeqCst);
+        HANDLERS[s].store(if handler { a.sa_sigaction } else { 0 }, Ordering::SeqCst);
+        if !handler {
+            // It is ignored now: a held one is discarded (POSIX).
+            state::with(|st| table::discard(sig, |t| st.refresh(t)));
+        }
+    }
+    0
+}
+
+/// A `SIGURG` that is not a preemption tick, while preemption is on: the
+/// program's handler runs as for any other signal (the signal module's
+/// trampoline); without one it is ignored, as by default. (A `sigwait` or
+/// `signalfd` for `SIGURG` does not see it then: see README's caveats.)
+pub(crate) fn program_preempt_signal(sig: c_int, info: *mut siginfo_t, uc: *mut libc::c_void) {
+    if HANDLERS[sig as usize].load(Ordering::SeqCst) != 0 {
+        deliver::trampoline(sig, info, uc);
+    }
+}
+
+/// Signals the real mask never blocks: preemption's (see `preempt`).
+pub(super) fn never_blocked() -> u64 {
+    crate::preempt::signal().map_or(0, bit)
+}
+
 /// Whether the program has a handler installed for some signal: then a
 /// thread whose fibers all wait may still be woken by one (its alarm, a
 /// `SIGTERM` from outside), and the hub waits instead of ending the process
@@ -199,10 +258,17 @@ fn a_handler_is_installed() -> bool {
     HANDLERS.iter().any(|h| h.load(Ordering::Relaxed) != 0)
 }
 
+/// `SA_RESETHAND` for a signal we delivered ourselves: the disposition
+/// goes back to SIG_DFL, in our table and in the kernel (where the kernel
+/// keeps preemption's handler for its signal).
 fn reset_to_default(sig: c_int) {
     let s = sig as usize;
     HANDLERS[s].store(0, Ordering::SeqCst);
     FLAGS[s].store(0, Ordering::SeqCst);
+    if never_blocked() & bit(sig) != 0 {
+        PREEMPT_SIGNAL_WORD.store(libc::SIG_DFL, Ordering::SeqCst);
+        return;
+    }
     // SAFETY: a zeroed sigaction is SIG_DFL with an empty mask.
     let dfl: SigAction = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointers.

@@ -353,7 +353,7 @@ impl State {
     /// accepts it, and one that every context blocks stays pending in the
     /// kernel.
     pub(super) fn apply_real(&self) {
-        let want = self.intersection();
+        let want = self.intersection() & !super::never_blocked();
         if self.real.get() == Some(want) {
             return;
         }

@@ -538,6 +538,7 @@ hook! {
             task.set_detached();
         }
         crate::signal::inherit_mask(&task);
+        crate::preempt::arm();
         let rec = Rc::new(Record {
             handle: h,
             task,

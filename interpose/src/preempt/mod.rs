@@ -9,8 +9,11 @@
 //! the poller spins for ever. Every return from a hook to the program is a
 //! point where the kernel might as well have preempted the thread, so the
 //! yield changes nothing a program may rely on. A thread that calls no
-//! hooked function at all (a pure computation) still holds the hub: the
-//! stall monitor names it.
+//! hooked function at all (a pure computation) is preempted by a signal
+//! instead, where its stack shows that is as safe ([`tick`], x86-64 under
+//! the preload); where it is not (a computation inside libc, or in a
+//! callback libc called), it still holds the hub: the stall monitor names
+//! it.
 //!
 //! Cost: one load and one store of a counter at each hook's return; every
 //! 256th looks at the coarse monotonic clock and the hub's switch count. A
@@ -26,6 +29,9 @@
 //! the hub for good.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+
+#[cfg(target_arch = "x86_64")]
+mod tick;
 
 /// Hook returns between two looks at the clock.
 const EVERY: u32 = 256;
@@ -69,6 +75,45 @@ pub(crate) fn init() {
     {
         SLICE_NS.store(ms.saturating_mul(1_000_000), Relaxed);
     }
+    #[cfg(target_arch = "x86_64")]
+    tick::init(slice_ns());
+}
+
+/// The slice in nanoseconds (0: none).
+fn slice_ns() -> u64 {
+    SLICE_NS.load(Relaxed)
+}
+
+/// As the calling OS thread makes a fiber: from now on it may have a
+/// context to switch to, so code that calls nothing is preempted too
+/// ([`tick`]).
+pub(crate) fn arm() {
+    #[cfg(target_arch = "x86_64")]
+    tick::arm();
+}
+
+/// In the child of `fork()`.
+pub(crate) fn after_fork_child() {
+    #[cfg(target_arch = "x86_64")]
+    tick::after_fork_child();
+}
+
+/// The signal greenhook's preemption ticks arrive by, if it is on: the
+/// program's own uses of it are passed on (see [`tick`]).
+pub(crate) fn signal() -> Option<libc::c_int> {
+    #[cfg(target_arch = "x86_64")]
+    if tick::enabled() {
+        return Some(tick::SIGNAL);
+    }
+    None
+}
+
+/// Preemptions of code that called nothing, so far.
+pub(crate) fn preemptions() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    return tick::PREEMPTIONS.load(Relaxed);
+    #[cfg(not(target_arch = "x86_64"))]
+    0
 }
 
 /// At a hook's return to the program (see the [module](self) docs).

@@ -1,0 +1,627 @@
+//! Preempting code that calls nothing (x86-64 Linux, under the preload).
+//!
+//! A thread that computes without calling any hooked function never reaches
+//! a hook's return, so the time slice of the [parent module](super) cannot
+//! end there, and every other fiber of its OS thread waits for good (LTP's
+//! `pthread_equal/2-1` spins on an inlined `pthread_equal` until `main`,
+//! sleeping, sets a flag). The kernel preempts such a thread; so do we,
+//! where that is as safe as at a hook's return.
+//!
+//! **When.** Each OS thread that runs fibers gets a POSIX timer on its own
+//! CPU-time clock (`CLOCK_THREAD_CPUTIME_ID`, `SIGEV_THREAD_ID`), firing
+//! `SIGURG` every slice of CPU time (`GREENHOOK_SLICE_MS`). A thread that
+//! waits uses no CPU, so an idle process gets no signal at all. The kernel
+//! fires CPU timers on the way back to user mode (task work, Linux 5.10+
+//! on x86-64), after a system call has finished: the signal never cuts a
+//! call short. The handler looks at the hub's switch count: when it has
+//! not moved since the last tick, one context ran a whole slice.
+//!
+//! **Where.** Only where the interrupted code is the program's own and no
+//! libc lock can be held on its behalf:
+//! 1. In the handler: not in greenhook's code (hook depth, machinery, the
+//!    hub's loop), not in a program signal handler, and the interrupted
+//!    instruction is not in libc, ld.so or greenhook (libc's internal
+//!    locks are taken inline: a fiber switched away inside `malloc` would
+//!    leave the arena locked, and the next fiber to call `malloc` would
+//!    block the whole OS thread in the kernel). Then the handler makes the
+//!    interrupted code call [`greenhook_preempt_trampoline`] at once, the
+//!    way Go's asynchronous preemption does: after `sigreturn` the thread
+//!    runs the trampoline below the interrupted frame's red zone.
+//! 2. In the trampoline, which saved every register and the whole
+//!    extended state (`xsave`), the stack is unwound (libgcc's unwinder,
+//!    using the frames' own CFI): every frame must be the program's until
+//!    the first frame of libc, ld.so or greenhook, and from there on only
+//!    theirs, down to the context's start (a fiber's entry, or `_start`).
+//!    A program frame called back from libc (a `qsort` comparator, a
+//!    `dl_iterate_phdr` callback, a stdio cookie function, an `atexit`
+//!    handler, a handler on a kernel signal frame) fails that, and so does
+//!    a frame the unwinder cannot read (no CFI): no switch then.
+//! 3. Then the same yield as a slice's end at a hook's return, with
+//!    `errno` kept, and back: the trampoline restores everything and
+//!    returns to the interrupted instruction.
+//!
+//! A program's own `SIGURG` still reaches its handler (through the signal
+//! module's trampoline); the program's `sigaction` for it is recorded but
+//! the kernel keeps ours, and the real signal mask never blocks it.
+//! `GREENHOOK_PREEMPT=0` turns all of this off.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+use libc::{c_int, c_void, siginfo_t};
+
+/// The signal: ignored by default, so a program that resets every
+/// disposition (before `exec`, say) is not killed by a stray tick.
+pub(crate) const SIGNAL: c_int = libc::SIGURG;
+/// The timer's `sigev_value`: tells our ticks from a program's `SIGURG`.
+const COOKIE: usize = 0x6772_6565_6e68_6f6f;
+/// Stack a fiber must have left below the interrupted frame for the
+/// trampoline, its `xsave` area, the unwinder and the switch.
+const ROOM: usize = 16 * 1024;
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+/// Bytes `xsave` writes for the features the OS enabled (CPUID 0xD),
+/// rounded up for the alignment: read by the trampoline.
+static XSAVE_AREA: AtomicUsize = AtomicUsize::new(0);
+/// Preemptions so far (for the stats table and tests).
+pub(crate) static PREEMPTIONS: AtomicU64 = AtomicU64::new(0);
+
+/// Per OS thread (shared by its fibers).
+struct Thread {
+    /// The kernel's id of this thread's timer.
+    timer: Cell<Option<c_int>>,
+    /// The hub's switch count at the last tick.
+    last: Cell<u64>,
+    /// Where the interrupted code resumes, from the handler's redirect
+    /// until the trampoline takes it (0: no redirect under way; while one
+    /// is, no other is made on this thread).
+    resume: Cell<usize>,
+}
+
+static THREAD: hub::PerThread<Thread> = hub::PerThread::new(|| Thread {
+    timer: Cell::new(None),
+    last: Cell::new(u64::MAX),
+    resume: Cell::new(0),
+});
+
+/// Whether preemption by signal is on: read once at load.
+pub(crate) fn enabled() -> bool {
+    ENABLED.load(Relaxed)
+}
+
+/// Sets it up at load time (see [`super::init`]): only under the preload
+/// (in a Rust program greenhook's code is the program's), with `xsave`,
+/// with a slice, and unless `GREENHOOK_PREEMPT=0`.
+pub(crate) fn init(slice_ns: u64) {
+    let off = std::env::var("GREENHOOK_PREEMPT").is_ok_and(|v| matches!(v.trim(), "0" | "off" | "no"));
+    if off || slice_ns == 0 || !crate::is_preloaded() || !crate::threads_as_fibers() {
+        return;
+    }
+    let Some(area) = xsave_area() else { return };
+    XSAVE_AREA.store(area, Relaxed);
+    if !frames::init() {
+        return;
+    }
+    // SAFETY: a zeroed sigaction filled in with a valid handler; the real
+    // sigaction, not our hook.
+    let r = unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_signal as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        libc::sigfillset(&mut sa.sa_mask);
+        crate::signal::sigaction::real(SIGNAL, &sa, std::ptr::null_mut())
+    };
+    if r == 0 {
+        ENABLED.store(true, Relaxed);
+    }
+}
+
+/// `xsave`'s area size, if the CPU and OS have it.
+fn xsave_area() -> Option<usize> {
+    use std::arch::x86_64::{__cpuid, __cpuid_count};
+    // CPUID leaf 1 exists on every x86-64 CPU.
+    let osxsave = __cpuid(1).ecx & (1 << 27) != 0;
+    if !osxsave {
+        return None;
+    }
+    // Leaf 0xD exists when OSXSAVE is set.
+    let size = __cpuid_count(0xD, 0).ebx as usize;
+    (size >= 576).then(|| size.next_multiple_of(64))
+}
+
+/// Gives the calling OS thread its timer, once (called as it makes a
+/// fiber: a thread with one context has no one to switch to).
+pub(crate) fn arm() {
+    if !enabled() {
+        return;
+    }
+    THREAD.with(|t| {
+        if t.timer.get().is_none() {
+            t.timer.set(start_timer());
+            t.last.set(u64::MAX);
+        }
+    });
+}
+
+/// In the child of `fork()`: timers are not inherited; the next fiber
+/// made arms a new one.
+pub(crate) fn after_fork_child() {
+    if enabled() {
+        let _ = THREAD.with_existing(|t| {
+            t.timer.set(None);
+            t.resume.set(0);
+        });
+    }
+}
+
+fn start_timer() -> Option<c_int> {
+    // SAFETY: a zeroed sigevent is valid; the fields are set below.
+    let mut sev: libc::sigevent = unsafe { std::mem::zeroed() };
+    sev.sigev_notify = libc::SIGEV_THREAD_ID;
+    sev.sigev_signo = SIGNAL;
+    sev.sigev_value = libc::sigval {
+        sival_ptr: COOKIE as *mut c_void,
+    };
+    // SAFETY: gettid has no preconditions.
+    sev.sigev_notify_thread_id = unsafe { libc::gettid() };
+    let mut id: c_int = 0;
+    // Raw system calls: the kernel's own timer id, and no hook of ours
+    // (greenhook emulates per-fiber CPU clocks) in between.
+    // SAFETY: valid pointers to a sigevent and an int.
+    let r = unsafe { libc::syscall(libc::SYS_timer_create, libc::CLOCK_THREAD_CPUTIME_ID, &sev, &mut id) };
+    if r != 0 {
+        return None;
+    }
+    let ns = super::slice_ns();
+    let period = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    };
+    let spec = libc::itimerspec {
+        it_interval: period,
+        it_value: period,
+    };
+    // SAFETY: our timer id and a valid itimerspec.
+    let r = unsafe { libc::syscall(libc::SYS_timer_settime, id, 0, &spec, std::ptr::null_mut::<c_void>()) };
+    if r != 0 {
+        // SAFETY: our timer id.
+        unsafe { libc::syscall(libc::SYS_timer_delete, id) };
+        return None;
+    }
+    // Our signal is never blocked in the real mask (see the signal module).
+    // SAFETY: a valid set, the real pthread_sigmask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, SIGNAL);
+        crate::signal::pthread_sigmask::real(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+    Some(id)
+}
+
+/// What the kernel calls for `SIGURG` while preemption is on.
+extern "C" fn on_signal(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) {
+    // SAFETY: SA_SIGINFO: the kernel passes a valid siginfo.
+    let si = unsafe { &*info };
+    // SAFETY: si_value is meaningful for SI_TIMER, the only code tested with it.
+    let tick = si.si_code == libc::SI_TIMER && unsafe { si.si_value() }.sival_ptr as usize == COOKIE;
+    if !tick {
+        crate::signal::program_preempt_signal(sig, info, uc);
+        return;
+    }
+    let e = crate::errno::get();
+    // SAFETY: the kernel's ucontext for this signal.
+    unsafe { on_tick(uc.cast()) };
+    crate::errno::set(e);
+}
+
+/// A tick: redirects the interrupted code to the trampoline when the same
+/// context ran the whole slice and may be switched here (see the module
+/// docs, step 1).
+///
+/// # Safety
+/// `uc` is the kernel's ucontext of the signal being handled.
+unsafe fn on_tick(uc: *mut libc::ucontext_t) {
+    let due = THREAD.with_existing(|t| {
+        let now = hub::switch_count();
+        if now != t.last.get() {
+            t.last.set(now);
+            return false;
+        }
+        t.resume.get() == 0
+    });
+    if due != Some(true) || hub::internal::in_greenhook() || !super::may_switch_here() {
+        return;
+    }
+    // SAFETY: the caller's contract.
+    let g = unsafe { &mut (*uc).uc_mcontext.gregs };
+    let (rip, rsp) = (g[libc::REG_RIP as usize] as usize, g[libc::REG_RSP as usize] as usize);
+    if frames::foreign(rip) {
+        return;
+    }
+    let (lo, _) = hub::with_current_fiber(|f| f.map_or((0, 0), |f| f.stack_bounds()));
+    if lo != 0 && rsp.saturating_sub(lo) < ROOM {
+        return;
+    }
+    let _ = THREAD.with_existing(|t| t.resume.set(rip));
+    // Below the red zone the interrupted function may be using.
+    g[libc::REG_RSP as usize] = (rsp - 128) as i64;
+    g[libc::REG_RIP as usize] = greenhook_preempt_trampoline as *const () as usize as i64;
+}
+
+extern "C" {
+    /// See the `global_asm!` below.
+    fn greenhook_preempt_trampoline();
+}
+
+/// What the trampoline calls, its registers saved: fills in the return
+/// slot, then switches if the stack allows it (module docs, steps 2-3).
+///
+/// `C-unwind`: a cancellation at the switch (an asynchronous one, or a
+/// handler that calls `pthread_exit`) unwinds through the trampoline into
+/// the interrupted frames, whose cleanups run.
+///
+/// # Safety
+/// Called only by the trampoline, with its return slot.
+unsafe extern "C-unwind" fn preempted(slot: *mut usize) {
+    /// A Rust panic must not cross into the program's frames.
+    struct NoPanic;
+    impl Drop for NoPanic {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                let _g = hub::internal::Guard::new();
+                eprintln!("greenhook: panic inside the preemption trampoline; aborting");
+                std::process::abort();
+            }
+        }
+    }
+    let _np = NoPanic;
+    let rip = THREAD.with_existing(|t| t.resume.replace(0)).unwrap_or(0);
+    if rip == 0 {
+        let _g = hub::internal::Guard::new();
+        eprintln!("greenhook: preemption trampoline without a return address; aborting");
+        std::process::abort();
+    }
+    // SAFETY: the trampoline's return slot, on its own frame.
+    unsafe { *slot = rip };
+    let e = crate::errno::get();
+    if frames::switch_is_safe() {
+        PREEMPTIONS.fetch_add(1, Relaxed);
+        super::switch_at_return(hub::yield_to_hub);
+    }
+    crate::errno::set(e);
+}
+
+// The trampoline (AT&T syntax). On entry, from the handler's redirect:
+// %rsp is the interrupted %rsp less the 128-byte red zone; the interrupted
+// %rip is in `THREAD.resume`. It saves the flags and the 15 general
+// registers, then the extended state with `xsave` (every feature the OS
+// enabled: x87, SSE, AVX...) on a 64-byte aligned area, calls `preempted`
+// with the address of its return slot, restores everything and returns
+// with `ret $128`, which also gives back the red zone. Its CFI describes
+// the interrupted frame's registers where they were saved, and marks it a
+// signal frame (the interrupted %rip is not a return address), so the
+// unwinder walks from `preempted` into the program's frames.
+std::arch::global_asm!(
+    ".pushsection .text.greenhook_preempt,\"ax\",@progbits",
+    ".p2align 4",
+    ".globl greenhook_preempt_trampoline",
+    ".hidden greenhook_preempt_trampoline",
+    ".type greenhook_preempt_trampoline,@function",
+    "greenhook_preempt_trampoline:",
+    ".cfi_startproc",
+    ".cfi_signal_frame",
+    ".cfi_def_cfa %rsp, 128",
+    // lea, not sub: the flags are still the interrupted code's.
+    "leaq -8(%rsp), %rsp",
+    ".cfi_def_cfa_offset 136",
+    ".cfi_offset %rip, -136",
+    "pushfq",
+    ".cfi_adjust_cfa_offset 8",
+    "pushq %rax",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset %rax, -152",
+    "pushq %rbx",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset %rbx, -160",
+    "pushq %rcx",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset %rcx, -168",
+    "pushq %rdx",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset %rdx, -176",
+    "pushq %rsi",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset %rsi, -184",
+    "pushq %rdi",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset %rdi, -192",
+    "pushq %rbp",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset %rbp, -200",
+    "pushq %r8",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset %r8, -208",
+    "pushq %r9",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset %r9, -216",
+    "pushq %r10",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset %r10, -224",
+    "pushq %r11",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset %r11, -232",
+    "pushq %r12",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset %r12, -240",
+    "pushq %r13",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset %r13, -248",
+    "pushq %r14",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset %r14, -256",
+    "pushq %r15",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset %r15, -264",
+    "movq %rsp, %rbx",
+    ".cfi_def_cfa_register %rbx",
+    "subq {area}(%rip), %rsp",
+    "andq $-64, %rsp",
+    // The xsave header (bytes 512-575) must be zero but for what xsave writes.
+    "xorl %eax, %eax",
+    "movq %rax, 512(%rsp)",
+    "movq %rax, 520(%rsp)",
+    "movq %rax, 528(%rsp)",
+    "movq %rax, 536(%rsp)",
+    "movq %rax, 544(%rsp)",
+    "movq %rax, 552(%rsp)",
+    "movq %rax, 560(%rsp)",
+    "movq %rax, 568(%rsp)",
+    "movl $-1, %eax",
+    "movl $-1, %edx",
+    "xsave64 (%rsp)",
+    "cld",
+    "leaq 128(%rbx), %rdi",
+    "call {preempted}",
+    "movl $-1, %eax",
+    "movl $-1, %edx",
+    "xrstor64 (%rsp)",
+    "movq %rbx, %rsp",
+    ".cfi_def_cfa_register %rsp",
+    "popq %r15",
+    ".cfi_adjust_cfa_offset -8",
+    "popq %r14",
+    ".cfi_adjust_cfa_offset -8",
+    "popq %r13",
+    ".cfi_adjust_cfa_offset -8",
+    "popq %r12",
+    ".cfi_adjust_cfa_offset -8",
+    "popq %r11",
+    ".cfi_adjust_cfa_offset -8",
+    "popq %r10",
+    ".cfi_adjust_cfa_offset -8",
+    "popq %r9",
+    ".cfi_adjust_cfa_offset -8",
+    "popq %r8",
+    ".cfi_adjust_cfa_offset -8",
+    "popq %rbp",
+    ".cfi_adjust_cfa_offset -8",
+    "popq %rdi",
+    ".cfi_adjust_cfa_offset -8",
+    "popq %rsi",
+    ".cfi_adjust_cfa_offset -8",
+    "popq %rdx",
+    ".cfi_adjust_cfa_offset -8",
+    "popq %rcx",
+    ".cfi_adjust_cfa_offset -8",
+    "popq %rbx",
+    ".cfi_adjust_cfa_offset -8",
+    "popq %rax",
+    ".cfi_adjust_cfa_offset -8",
+    "popfq",
+    ".cfi_adjust_cfa_offset -8",
+    "ret $128",
+    ".cfi_endproc",
+    ".globl greenhook_preempt_trampoline_end",
+    ".hidden greenhook_preempt_trampoline_end",
+    "greenhook_preempt_trampoline_end:",
+    ".size greenhook_preempt_trampoline, . - greenhook_preempt_trampoline",
+    ".popsection",
+    area = sym XSAVE_AREA,
+    preempted = sym preempted,
+    options(att_syntax)
+);
+
+/// Which code is whose, and the unwinding check.
+mod frames {
+    use std::sync::OnceLock;
+
+    use libc::{c_int, c_void};
+
+    /// Executable segments of libc, ld.so and greenhook: code that may hold
+    /// a libc lock taken inline, or is greenhook's own.
+    static FOREIGN: OnceLock<Vec<(usize, usize)>> = OnceLock::new();
+    /// `_start`, the bottom frame of the main thread's stack.
+    static START: OnceLock<usize> = OnceLock::new();
+
+    extern "C" {
+        fn greenhook_preempt_trampoline_end();
+    }
+
+    fn trampoline() -> (usize, usize) {
+        (
+            super::greenhook_preempt_trampoline as *const () as usize,
+            greenhook_preempt_trampoline_end as *const () as usize,
+        )
+    }
+
+    /// Finds the three objects' executable segments; false if one is
+    /// missing (then no preemption).
+    pub(super) fn init() -> bool {
+        let probe = |name: &std::ffi::CStr| {
+            // SAFETY: a valid C string; RTLD_DEFAULT searches every object.
+            unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) as usize }
+        };
+        let libc_fn = probe(c"gnu_get_libc_version");
+        let ld_fn = probe(c"_dl_get_tls_static_info");
+        let ours = trampoline().0;
+        if libc_fn == 0 || ld_fn == 0 {
+            return false;
+        }
+        struct Search {
+            probes: [usize; 3],
+            found: Vec<(usize, usize)>,
+            hits: u32,
+        }
+        unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _size: usize, arg: *mut c_void) -> c_int {
+            // SAFETY: dl_iterate_phdr passes its info and our argument.
+            let (info, s) = unsafe { (&*info, &mut *(arg as *mut Search)) };
+            // SAFETY: the object's program headers, as ld.so describes them.
+            let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+            let base = info.dlpi_addr as usize;
+            let segs = || {
+                phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD).map(move |p| {
+                    (
+                        base + p.p_vaddr as usize,
+                        base + (p.p_vaddr + p.p_memsz) as usize,
+                        p.p_flags,
+                    )
+                })
+            };
+            if !segs().any(|(lo, hi, _)| s.probes.iter().any(|&a| (lo..hi).contains(&a))) {
+                return 0;
+            }
+            s.hits += 1;
+            s.found.extend(
+                segs()
+                    .filter(|&(_, _, f)| f & libc::PF_X != 0)
+                    .map(|(lo, hi, _)| (lo, hi)),
+            );
+            0
+        }
+        let mut s = Search {
+            probes: [libc_fn, ld_fn, ours],
+            found: Vec::new(),
+            hits: 0,
+        };
+        // SAFETY: a valid callback and argument, used only during the call.
+        unsafe { libc::dl_iterate_phdr(Some(each), (&mut s as *mut Search).cast()) };
+        if s.hits != 3 {
+            return false;
+        }
+        let _ = FOREIGN.set(s.found);
+        // SAFETY: getauxval has no preconditions.
+        let _ = START.set(unsafe { libc::getauxval(libc::AT_ENTRY) } as usize);
+        true
+    }
+
+    /// Whether `pc` is in libc, ld.so or greenhook.
+    pub(super) fn foreign(pc: usize) -> bool {
+        FOREIGN
+            .get()
+            .is_none_or(|v| v.iter().any(|&(lo, hi)| (lo..hi).contains(&pc)))
+    }
+
+    fn is_start(pc: usize) -> bool {
+        START.get().is_some_and(|&s| s != 0 && (s..s + 64).contains(&pc))
+    }
+
+    #[repr(C)]
+    struct UnwindContext {
+        _opaque: [u8; 0],
+    }
+    type Trace = extern "C" fn(*mut UnwindContext, *mut c_void) -> c_int;
+    const URC_NO_REASON: c_int = 0;
+    const URC_NORMAL_STOP: c_int = 4;
+    const URC_END_OF_STACK: c_int = 5;
+    extern "C" {
+        // libgcc_s's unwinder (a dependency of every Rust cdylib).
+        fn _Unwind_Backtrace(trace: Trace, arg: *mut c_void) -> c_int;
+        fn _Unwind_GetIPInfo(ctx: *mut UnwindContext, ip_before_insn: *mut c_int) -> usize;
+        fn _Unwind_GetCFA(ctx: *mut UnwindContext) -> usize;
+    }
+
+    #[derive(PartialEq)]
+    enum Seen {
+        /// Our own frames, up to the trampoline.
+        Ours,
+        /// The program's frames, from the interrupted one.
+        Program,
+        /// libc, ld.so or greenhook below them: the context's bottom.
+        Bottom,
+    }
+
+    struct Walk {
+        seen: Seen,
+        /// The last frame was a valid bottom (libc/ld.so/greenhook, or `_start`).
+        at_bottom: bool,
+        verdict: Option<bool>,
+        stack: (usize, usize),
+        frames: u32,
+    }
+
+    extern "C" fn step(ctx: *mut UnwindContext, arg: *mut c_void) -> c_int {
+        // SAFETY: `arg` is the Walk of `switch_is_safe`, alive during the walk.
+        let w = unsafe { &mut *(arg as *mut Walk) };
+        let mut before: c_int = 0;
+        // SAFETY: the unwinder's context for this frame.
+        let ip = unsafe { _Unwind_GetIPInfo(ctx, &mut before) };
+        if ip == 0 {
+            // Past the outermost frame (`_start` leaves %rip undefined).
+            w.verdict = Some(w.at_bottom);
+            return URC_NORMAL_STOP;
+        }
+        // A return address points after its call.
+        let pc = if before != 0 { ip } else { ip.wrapping_sub(1) };
+        w.frames += 1;
+        if w.frames > 1024 {
+            w.verdict = Some(false);
+            return URC_NORMAL_STOP;
+        }
+        if w.seen == Seen::Ours {
+            let (lo, hi) = trampoline();
+            if (lo..hi).contains(&pc) {
+                w.seen = Seen::Program;
+            }
+            return URC_NO_REASON;
+        }
+        // SAFETY: as above.
+        let cfa = unsafe { _Unwind_GetCFA(ctx) };
+        if !(w.stack.0..=w.stack.1).contains(&cfa) {
+            // The frames beyond are whoever resumed this fiber.
+            w.verdict = Some(w.at_bottom);
+            return URC_NORMAL_STOP;
+        }
+        if foreign(pc) {
+            w.seen = Seen::Bottom;
+            w.at_bottom = true;
+        } else if w.seen == Seen::Bottom && !is_start(pc) {
+            // The program called back from libc or greenhook.
+            w.verdict = Some(false);
+            return URC_NORMAL_STOP;
+        } else {
+            w.at_bottom = w.seen == Seen::Bottom;
+        }
+        URC_NO_REASON
+    }
+
+    /// Whether the running context's stack, below the trampoline, is the
+    /// program's down to its start (see the module docs, step 2).
+    pub(super) fn switch_is_safe() -> bool {
+        let (lo, hi) = hub::with_current_fiber(|f| f.map_or((0, 0), |f| f.stack_bounds()));
+        let stack = if lo == 0 { (0, usize::MAX) } else { (lo, hi) };
+        let mut w = Walk {
+            seen: Seen::Ours,
+            at_bottom: false,
+            verdict: None,
+            stack,
+            frames: 0,
+        };
+        // SAFETY: a valid callback; `w` outlives the walk.
+        let r = unsafe { _Unwind_Backtrace(step, (&mut w as *mut Walk).cast()) };
+        match w.verdict {
+            Some(v) => v,
+            None => r == URC_END_OF_STACK && w.seen != Seen::Ours && w.at_bottom,
+        }
+    }
+}

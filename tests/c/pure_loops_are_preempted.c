@@ -1,0 +1,239 @@
+/*
+ * pure_loops_are_preempted: threads that compute without calling anything
+ * still let the others run, and keep every register and errno.
+ *
+ * usage: pure_loops_are_preempted MODE
+ *   flag     4 threads each set errno, run a floating-point and integer
+ *            computation (~40 ms), then spin on a flag that main sets after
+ *            a 30 ms sleep; each prints its results and its errno
+ *   signals  a thread spins until a SIGUSR1 handler has counted 200
+ *            signals, which another thread sends to the process
+ *   fork     the child of a fork runs `flag`; the parent prints its status
+ *   urg      the program's own SIGURG (greenhook's preemption signal)
+ *            reaches its handler, SIG_IGN and SIG_DFL read back, then
+ *            every disposition reset and every signal blocked, `flag`
+ *   qsort    (under greenhook only) a qsort comparator that computes ~150
+ *            ms is never preempted (libc is below it on the stack), the
+ *            same computation in a plain loop is: a ticker thread says
+ *            whether it ran meanwhile
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define THREADS 4
+
+static volatile int stop;
+
+struct result {
+    double x;
+    unsigned long h;
+    int err;
+};
+static struct result results[THREADS];
+
+/* Many live values in vector and general registers across the loop. */
+__attribute__((noinline)) static void compute(int id, struct result *r)
+{
+    double a = 1.0 + id, b = 0.5, c = 0.25, d = 0.125;
+    unsigned long h = 1469598103934665603UL ^ (unsigned long)id;
+    for (long i = 0; i < 30000000; i++) {
+        a = a * 1.0000001 + b;
+        b = b * 0.9999999 + c;
+        c = c * 1.0000002 - d;
+        d = d * 0.9999998 + 1e-9;
+        h = (h ^ (unsigned long)i) * 1099511628211UL;
+    }
+    r->x = a + b + c + d;
+    r->h = h;
+}
+
+static void *worker(void *arg)
+{
+    int id = (int)(long)arg;
+    errno = 100 + id;
+    compute(id, &results[id]);
+    while (!stop)
+        ;
+    results[id].err = errno;
+    return NULL;
+}
+
+static int flag(void)
+{
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        pthread_create(&t[i], NULL, worker, (void *)(long)i);
+    usleep(30000);
+    stop = 1;
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < THREADS; i++)
+        printf("thread %d: %.17g %lx errno %d\n", i, results[i].x, results[i].h, results[i].err);
+    return 0;
+}
+
+static volatile int caught;
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    caught++;
+}
+
+static void *sender(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 200; i++) {
+        kill(getpid(), SIGUSR1);
+        usleep(200);
+    }
+    return NULL;
+}
+
+static void *spinner(void *arg)
+{
+    (void)arg;
+    while (caught < 200)
+        ;
+    return NULL;
+}
+
+static int signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sigaction(SIGUSR1, &sa, NULL);
+    /* Only the spinner takes the signal: the count is then exact. */
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+    pthread_t s, p;
+    pthread_create(&s, NULL, sender, NULL);
+    pthread_sigmask(SIG_UNBLOCK, &usr1, NULL);
+    pthread_create(&p, NULL, spinner, NULL);
+    pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+    pthread_join(s, NULL);
+    pthread_join(p, NULL);
+    printf("signals: %d\n", caught);
+    return 0;
+}
+
+static int forked(void)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        flag();
+        fflush(stdout);
+        _exit(7);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    printf("child exited %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return 0;
+}
+
+static volatile int urgs;
+
+static void on_urg(int sig)
+{
+    (void)sig;
+    urgs++;
+}
+
+static int urg(void)
+{
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_urg;
+    sigaction(SIGURG, &sa, &old);
+    printf("was default: %s\n", old.sa_handler == SIG_DFL ? "yes" : "no");
+    raise(SIGURG);
+    kill(getpid(), SIGURG);
+    printf("handled: %d\n", urgs);
+    sigaction(SIGURG, NULL, &old);
+    printf("reads back: %s\n", old.sa_handler == on_urg ? "yes" : "no");
+    signal(SIGURG, SIG_IGN);
+    raise(SIGURG);
+    sigaction(SIGURG, NULL, &old);
+    printf("ignored: %d, reads back: %s\n", urgs, old.sa_handler == SIG_IGN ? "yes" : "no");
+    /* A daemon's reset, then every signal blocked in every thread. */
+    for (int i = 1; i < NSIG; i++)
+        signal(i, SIG_DFL);
+    sigaction(SIGURG, NULL, &old);
+    printf("default again: %s\n", old.sa_handler == SIG_DFL ? "yes" : "no");
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    return flag();
+}
+
+static volatile long ticks;
+static volatile int done;
+
+static void *ticker(void *arg)
+{
+    (void)arg;
+    while (!done) {
+        ticks++;
+        usleep(1000);
+    }
+    return NULL;
+}
+
+static volatile unsigned long sink;
+
+__attribute__((noinline)) static void burn(void)
+{
+    for (unsigned long i = 0; i < 150000000; i++)
+        sink = sink + i;
+}
+
+static int by_burning(const void *a, const void *b)
+{
+    burn();
+    return *(const int *)a - *(const int *)b;
+}
+
+static int in_qsort(void)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, ticker, NULL);
+    usleep(20000);
+    int v[2] = { 2, 1 };
+    long before = ticks;
+    qsort(v, 2, sizeof v[0], by_burning);
+    long during = ticks - before;
+    before = ticks;
+    burn();
+    long plain = ticks - before;
+    done = 1;
+    pthread_join(t, NULL);
+    printf("comparator: ticker ran %s; plain loop: ticker ran %s\n", during ? "yes" : "no", plain ? "yes" : "no");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (!strcmp(mode, "flag"))
+        return flag();
+    if (!strcmp(mode, "signals"))
+        return signals();
+    if (!strcmp(mode, "fork"))
+        return forked();
+    if (!strcmp(mode, "urg"))
+        return urg();
+    if (!strcmp(mode, "qsort"))
+        return in_qsort();
+    fprintf(stderr, "usage: pure_loops_are_preempted flag|signals|fork|urg|qsort\n");
+    return 2;
+}

@@ -1,0 +1,92 @@
+//! Threads that compute without calling anything are preempted by a signal
+//! (x86-64 under the preload): the others run, and the preempted code
+//! finds every register, its flags and `errno` as it left them. Never where
+//! libc is below it on the stack. See `interpose/src/preempt/tick.rs`.
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+mod util;
+
+use util::{compile, differential, run};
+
+/// The number after `preempted` in the stats table (0 if absent).
+fn preempted(stderr: &str) -> u64 {
+    stderr
+        .split_whitespace()
+        .skip_while(|w| *w != "preempted")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn spinning_threads_let_main_run_and_keep_their_registers() {
+    let (_, patched) = differential("pure_loops_are_preempted", &["flag"]);
+    let bin = compile("pure_loops_are_preempted");
+    let r = run(&bin, &["flag"], true, &[("GREENHOOK_STATS", "1")]);
+    assert_eq!(r.stdout, patched.stdout, "{}", r.describe());
+    assert!(preempted(&r.stderr) > 0, "{}", r.stderr);
+}
+
+#[test]
+fn spinning_threads_with_shared_tls_keep_errno() {
+    let (plain, _) = differential("pure_loops_are_preempted", &["flag"]);
+    let bin = compile("pure_loops_are_preempted");
+    let r = run(&bin, &["flag"], true, &[("GREENHOOK_TLS", "shared")]);
+    assert_eq!(r.code(), Some(0), "{}", r.describe());
+    assert_eq!(r.stdout, plain.stdout, "{}", r.describe());
+}
+
+/// A spinner whose loop ends on a count that signal handlers raise: the
+/// handlers run in it while it is preempted now and then, and a flag lost
+/// at a preemption (between its compare and its jump) ends the loop early.
+#[test]
+fn a_spinner_takes_signals_between_preemptions() {
+    for tls in ["own", "shared"] {
+        let bin = compile("pure_loops_are_preempted");
+        for _ in 0..5 {
+            let r = run(&bin, &["signals"], true, &[("GREENHOOK_TLS", tls)]);
+            assert_eq!(r.stdout, "signals: 200\n", "{tls}: {}", r.describe());
+        }
+    }
+    differential("pure_loops_are_preempted", &["signals"]);
+}
+
+#[test]
+fn a_forked_child_is_preempted_too() {
+    differential("pure_loops_are_preempted", &["fork"]);
+}
+
+/// The program's own SIGURG (the preemption signal) reaches its handler and
+/// reads back as installed; a daemon's "every disposition to SIG_DFL, every
+/// signal blocked" does not stop preemption.
+#[test]
+fn the_programs_own_sigurg_still_works() {
+    differential("pure_loops_are_preempted", &["urg"]);
+}
+
+/// Under greenhook only: natively the ticker runs on the other core.
+#[test]
+fn a_callback_from_libc_is_never_preempted() {
+    let bin = compile("pure_loops_are_preempted");
+    let r = run(&bin, &["qsort"], true, &[]);
+    assert_eq!(
+        r.stdout,
+        "comparator: ticker ran no; plain loop: ticker ran yes\n",
+        "{}",
+        r.describe()
+    );
+}
+
+#[test]
+fn greenhook_preempt_0_turns_it_off() {
+    let bin = compile("pure_loops_are_preempted");
+    // The plain loop holds the hub as before (the qsort mode ends on its
+    // own; the flag mode would spin for ever).
+    let r = run(&bin, &["qsort"], true, &[("GREENHOOK_PREEMPT", "0")]);
+    assert_eq!(
+        r.stdout,
+        "comparator: ticker ran no; plain loop: ticker ran no\n",
+        "{}",
+        r.describe()
+    );
+}
