@@ -27,13 +27,19 @@ fn spinning_threads_let_main_run_and_keep_their_registers() {
     assert!(preempted(&r.stderr) > 0, "{}", r.stderr);
 }
 
+/// With shared TLS (`GREENHOOK_TLS=shared`, or a malloc other than
+/// glibc's) nothing is preempted by signal: fibers would meet each other's
+/// per-thread state half updated.
 #[test]
-fn spinning_threads_with_shared_tls_keep_errno() {
-    let (plain, _) = differential("pure_loops_are_preempted", &["flag"]);
+fn nothing_is_preempted_with_shared_tls() {
     let bin = compile("pure_loops_are_preempted");
-    let r = run(&bin, &["flag"], true, &[("GREENHOOK_TLS", "shared")]);
-    assert_eq!(r.code(), Some(0), "{}", r.describe());
-    assert_eq!(r.stdout, plain.stdout, "{}", r.describe());
+    let r = run(&bin, &["qsort"], true, &[("GREENHOOK_TLS", "shared")]);
+    assert_eq!(
+        r.stdout,
+        "comparator: ticker ran no; plain loop: ticker ran no\n",
+        "{}",
+        r.describe()
+    );
 }
 
 /// A spinner whose loop ends on a count that signal handlers raise: the
@@ -41,12 +47,10 @@ fn spinning_threads_with_shared_tls_keep_errno() {
 /// at a preemption (between its compare and its jump) ends the loop early.
 #[test]
 fn a_spinner_takes_signals_between_preemptions() {
-    for tls in ["own", "shared"] {
-        let bin = compile("pure_loops_are_preempted");
-        for _ in 0..5 {
-            let r = run(&bin, &["signals"], true, &[("GREENHOOK_TLS", tls)]);
-            assert_eq!(r.stdout, "signals: 200\n", "{tls}: {}", r.describe());
-        }
+    let bin = compile("pure_loops_are_preempted");
+    for _ in 0..3 {
+        let r = run(&bin, &["signals"], true, &[]);
+        assert_eq!(r.stdout, "signals: 50\n", "{}", r.describe());
     }
     differential("pure_loops_are_preempted", &["signals"]);
 }

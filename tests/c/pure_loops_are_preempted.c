@@ -5,8 +5,10 @@
  * usage: pure_loops_are_preempted MODE
  *   flag     4 threads each set errno, run a floating-point and integer
  *            computation (~40 ms), then spin on a flag that main sets after
- *            a 30 ms sleep; each prints its results and its errno
- *   signals  a thread spins until a SIGUSR1 handler has counted 200
+ *            a 400 ms sleep, with the flags register live all the while;
+ *            each prints its results, its errno and whether it ever found
+ *            its flags changed
+ *   signals  a thread spins until a SIGUSR1 handler has counted 50
  *            signals, which another thread sends to the process
  *   fork     the child of a fork runs `flag`; the parent prints its status
  *   urg      the program's own SIGURG (greenhook's preemption signal)
@@ -53,13 +55,49 @@ __attribute__((noinline)) static void compute(int id, struct result *r)
     r->h = h;
 }
 
+/*
+ * Spins until `stop` with the flags and %rax live across 64 instructions
+ * that change neither (x86-64): a preemption that loses them shows.
+ * Returns how many times they were found changed.
+ */
+static long spin_keeping_flags(void)
+{
+    long bad = 0;
+#if defined(__x86_64__)
+    __asm__ volatile("1:\n\t"
+                     "xorl %%eax, %%eax\n\t" /* ZF=1, rax=0 */
+                     ".rept 64\n\t"
+                     "leaq 1(%%rax), %%rax\n\t"
+                     ".endr\n\t"
+                     "jnz 2f\n\t"
+                     "cmpq $64, %%rax\n\t"
+                     "jne 2f\n\t"
+                     "cmpl $0, %[stop]\n\t"
+                     "je 1b\n\t"
+                     "jmp 3f\n"
+                     "2:\n\t"
+                     "incq %[bad]\n\t"
+                     "cmpl $0, %[stop]\n\t"
+                     "je 1b\n"
+                     "3:\n"
+                     : [bad] "+m"(bad)
+                     : [stop] "m"(stop)
+                     : "rax", "cc", "memory");
+#else
+    while (!stop)
+        ;
+#endif
+    return bad;
+}
+
+static long lost[THREADS];
+
 static void *worker(void *arg)
 {
     int id = (int)(long)arg;
     errno = 100 + id;
     compute(id, &results[id]);
-    while (!stop)
-        ;
+    lost[id] = spin_keeping_flags();
     results[id].err = errno;
     return NULL;
 }
@@ -69,12 +107,13 @@ static int flag(void)
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++)
         pthread_create(&t[i], NULL, worker, (void *)(long)i);
-    usleep(30000);
+    usleep(400000);
     stop = 1;
     for (int i = 0; i < THREADS; i++)
         pthread_join(t[i], NULL);
     for (int i = 0; i < THREADS; i++)
-        printf("thread %d: %.17g %lx errno %d\n", i, results[i].x, results[i].h, results[i].err);
+        printf("thread %d: %.17g %lx errno %d, flags lost %ld times\n", i, results[i].x, results[i].h,
+               results[i].err, lost[i]);
     return 0;
 }
 
@@ -89,7 +128,7 @@ static void on_usr1(int sig)
 static void *sender(void *arg)
 {
     (void)arg;
-    for (int i = 0; i < 200; i++) {
+    for (int i = 0; i < 50; i++) {
         kill(getpid(), SIGUSR1);
         usleep(200);
     }
@@ -99,7 +138,7 @@ static void *sender(void *arg)
 static void *spinner(void *arg)
 {
     (void)arg;
-    while (caught < 200)
+    while (caught < 50)
         ;
     return NULL;
 }

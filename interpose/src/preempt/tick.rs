@@ -19,7 +19,10 @@
 //! **Where.** Only where the interrupted code is the program's own and no
 //! libc lock can be held on its behalf:
 //! 1. In the handler: not in greenhook's code (hook depth, machinery, the
-//!    hub's loop), not in a program signal handler, and the interrupted
+//!    hub's loop), not in a program signal handler, only in a context with
+//!    thread-locals of its own (with shared TLS, a per-thread structure of
+//!    the program's without a lock, like a statically linked allocator's
+//!    cache, would be met half updated by the next fiber), and the interrupted
 //!    instruction is not in libc, ld.so or greenhook (libc's internal
 //!    locks are taken inline: a fiber switched away inside `malloc` would
 //!    leave the arena locked, and the next fiber to call `malloc` would
@@ -60,6 +63,8 @@ const COOKIE: usize = 0x6772_6565_6e68_6f6f;
 const ROOM: usize = 16 * 1024;
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
+/// Whether fibers get thread-locals of their own (so the root's are its own).
+static OWN_TLS: AtomicBool = AtomicBool::new(false);
 /// Bytes `xsave` writes for the features the OS enabled (CPUID 0xD),
 /// rounded up for the alignment: read by the trampoline.
 static XSAVE_AREA: AtomicUsize = AtomicUsize::new(0);
@@ -135,6 +140,7 @@ pub(crate) fn arm() {
     if !enabled() {
         return;
     }
+    OWN_TLS.store(fiber::tls::enabled(), Relaxed);
     THREAD.with(|t| {
         if t.timer.get().is_none() {
             t.timer.set(start_timer());
@@ -239,8 +245,15 @@ unsafe fn on_tick(uc: *mut libc::ucontext_t) {
     if frames::foreign(rip) {
         return;
     }
-    let (lo, _) = hub::with_current_fiber(|f| f.map_or((0, 0), |f| f.stack_bounds()));
-    if lo != 0 && rsp.saturating_sub(lo) < ROOM {
+    // A context whose thread-locals another shares (shared TLS, or the root
+    // while fibers run on its TLS) may be inside a per-thread structure of
+    // the program's that has no lock (a statically linked allocator's
+    // cache): the other would find it half updated.
+    let (lo, own_tls) = hub::with_current_fiber(|f| match f {
+        Some(f) => (f.stack_bounds().0, f.has_own_tls()),
+        None => (0, OWN_TLS.load(Relaxed)),
+    });
+    if !own_tls || (lo != 0 && rsp.saturating_sub(lo) < ROOM) {
         return;
     }
     let _ = THREAD.with_existing(|t| t.resume.set(rip));
