@@ -60,6 +60,14 @@ fn a_forked_child_is_preempted_too() {
     differential("pure_loops_are_preempted", &["fork"]);
 }
 
+/// The cancellation runs at a preemption and unwinds through the
+/// trampoline into the spinning frame, whose cleanup handler runs.
+#[test]
+fn an_asynchronously_cancelled_spinner_runs_its_cleanup() {
+    let (plain, _) = differential("pure_loops_are_preempted", &["cancel"]);
+    assert_eq!(plain.stdout, "cancelled: yes, cleanup ran: yes\n");
+}
+
 /// The program's own SIGURG (the preemption signal) reaches its handler and
 /// reads back as installed; a daemon's "every disposition to SIG_DFL, every
 /// signal blocked" does not stop preemption.

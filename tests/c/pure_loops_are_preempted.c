@@ -11,6 +11,8 @@
  *   signals  a thread spins until a SIGUSR1 handler has counted 50
  *            signals, which another thread sends to the process
  *   fork     the child of a fork runs `flag`; the parent prints its status
+ *   cancel   a spinning thread with asynchronous cancellation is cancelled
+ *            (at a preemption): its cleanup handler runs
  *   urg      the program's own SIGURG (greenhook's preemption signal)
  *            reaches its handler, SIG_IGN and SIG_DFL read back, then
  *            every disposition reset and every signal blocked, `flag`
@@ -180,6 +182,37 @@ static int forked(void)
     return 0;
 }
 
+static volatile int cleaned, never;
+
+static void cleanup(void *arg)
+{
+    (void)arg;
+    cleaned = 1;
+}
+
+static void *cancellable(void *arg)
+{
+    (void)arg;
+    pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, NULL);
+    pthread_cleanup_push(cleanup, NULL);
+    while (!never)
+        ;
+    pthread_cleanup_pop(0);
+    return NULL;
+}
+
+static int cancel(void)
+{
+    pthread_t t;
+    void *r;
+    pthread_create(&t, NULL, cancellable, NULL);
+    usleep(50000);
+    pthread_cancel(t);
+    pthread_join(t, &r);
+    printf("cancelled: %s, cleanup ran: %s\n", r == PTHREAD_CANCELED ? "yes" : "no", cleaned ? "yes" : "no");
+    return 0;
+}
+
 static volatile int urgs;
 
 static void on_urg(int sig)
@@ -269,10 +302,12 @@ int main(int argc, char **argv)
         return signals();
     if (!strcmp(mode, "fork"))
         return forked();
+    if (!strcmp(mode, "cancel"))
+        return cancel();
     if (!strcmp(mode, "urg"))
         return urg();
     if (!strcmp(mode, "qsort"))
         return in_qsort();
-    fprintf(stderr, "usage: pure_loops_are_preempted flag|signals|fork|urg|qsort\n");
+    fprintf(stderr, "usage: pure_loops_are_preempted flag|signals|fork|cancel|urg|qsort\n");
     return 2;
 }

@@ -34,7 +34,8 @@
 //!    extended state (`xsave`), the stack is unwound (libgcc's unwinder,
 //!    using the frames' own CFI): every frame must be the program's until
 //!    the first frame of libc, ld.so or greenhook, and from there on only
-//!    theirs, down to the context's start (a fiber's entry, or `_start`).
+//!    theirs, down to the context's start (a fiber's entry, or the main
+//!    thread's `_start`: another thread's root is not preempted).
 //!    A program frame called back from libc (a `qsort` comparator, a
 //!    `dl_iterate_phdr` callback, a stdio cookie function, an `atexit`
 //!    handler, a handler on a kernel signal frame) fails that, and so does
@@ -569,6 +570,8 @@ mod frames {
         /// The last frame was a valid bottom (libc/ld.so/greenhook, or `_start`).
         at_bottom: bool,
         verdict: Option<bool>,
+        /// The root context: its stack's bounds are not known.
+        root: bool,
         stack: (usize, usize),
         frames: u32,
     }
@@ -607,7 +610,10 @@ mod frames {
         }
         if foreign(pc) {
             w.seen = Seen::Bottom;
-            w.at_bottom = true;
+            // A fiber's stack ends in greenhook; the root's must end at
+            // `_start` (not, say, at the `__start_context` of a
+            // `makecontext` stack of the program's).
+            w.at_bottom = !w.root;
         } else if w.seen == Seen::Bottom && !is_start(pc) {
             // The program called back from libc or greenhook.
             w.verdict = Some(false);
@@ -627,6 +633,7 @@ mod frames {
             seen: Seen::Ours,
             at_bottom: false,
             verdict: None,
+            root: lo == 0,
             stack,
             frames: 0,
         };
