@@ -149,6 +149,7 @@ pub(in crate::sync) unsafe fn lock(l: *mut pthread_rwlock_t, write: bool, wait: 
 ///
 /// # Safety
 /// `l` is a live rwlock.
+#[inline(never)] // the hook's rare path: keeps its common one small
 pub(in crate::sync) unsafe fn unlock(l: *mut pthread_rwlock_t) -> c_int {
     let a = l as usize;
     match holder(a) {
