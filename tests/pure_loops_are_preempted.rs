@@ -32,14 +32,7 @@ fn spinning_threads_let_main_run_and_keep_their_registers() {
 /// per-thread state half updated.
 #[test]
 fn nothing_is_preempted_with_shared_tls() {
-    let bin = compile("pure_loops_are_preempted");
-    let r = run(&bin, &["qsort"], true, &[("GREENHOOK_TLS", "shared")]);
-    assert_eq!(
-        r.stdout,
-        "comparator: ticker ran no; plain loop: ticker ran no\n",
-        "{}",
-        r.describe()
-    );
+    assert_qsort_mode(&[("GREENHOOK_TLS", "shared")], "no");
 }
 
 /// A spinner whose loop ends on a count that signal handlers raise: the
@@ -79,26 +72,25 @@ fn the_programs_own_sigurg_still_works() {
 /// Under greenhook only: natively the ticker runs on the other core.
 #[test]
 fn a_callback_from_libc_is_never_preempted() {
-    let bin = compile("pure_loops_are_preempted");
-    let r = run(&bin, &["qsort"], true, &[]);
-    assert_eq!(
-        r.stdout,
-        "comparator: ticker ran no; plain loop: ticker ran yes\n",
-        "{}",
-        r.describe()
-    );
+    assert_qsort_mode(&[], "yes");
 }
 
+/// The plain loop holds the hub as before (the qsort mode ends on its own;
+/// the flag mode would spin for ever).
 #[test]
 fn greenhook_preempt_0_turns_it_off() {
+    assert_qsort_mode(&[("GREENHOOK_PREEMPT", "0")], "no");
+}
+
+/// Runs the `qsort` mode under greenhook with `env`: the ticker never runs
+/// during the comparator, and during the plain loop as `plain` says.
+fn assert_qsort_mode(env: &[(&str, &str)], plain: &str) {
     let bin = compile("pure_loops_are_preempted");
-    // The plain loop holds the hub as before (the qsort mode ends on its
-    // own; the flag mode would spin for ever).
-    let r = run(&bin, &["qsort"], true, &[("GREENHOOK_PREEMPT", "0")]);
+    let r = run(&bin, &["qsort"], true, env);
     assert_eq!(
         r.stdout,
-        "comparator: ticker ran no; plain loop: ticker ran no\n",
-        "{}",
+        format!("comparator: ticker ran no; plain loop: ticker ran {plain}\n"),
+        "{env:?}: {}",
         r.describe()
     );
 }
