@@ -68,7 +68,8 @@ pub const SETTINGS: &[Setting] = &[
         option: Some("--slice-ms"),
         arg: "N",
         value: Value::Count,
-        meaning: "a thread that calls hooked functions but never waits yields every N ms (0: never)",
+        meaning:
+            "a thread that never waits yields after N ms at a hook's return, or N-2N ms of CPU by signal (0: never)",
         default: "10",
     },
     Setting {

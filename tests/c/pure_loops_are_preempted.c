@@ -16,6 +16,7 @@
  *   urg      the program's own SIGURG (greenhook's preemption signal)
  *            reaches its handler, SIG_IGN and SIG_DFL read back, then
  *            every disposition reset and every signal blocked, `flag`
+ *            with a SIGUSR2 handled by main while the others spin
  *   qsort    (under greenhook only) a qsort comparator that computes ~150
  *            ms is never preempted (libc is below it on the stack), the
  *            same computation in a plain loop is: a ticker thread says
@@ -104,11 +105,20 @@ static void *worker(void *arg)
     return NULL;
 }
 
+static int raise_usr2; /* urg mode: a handler runs in main meanwhile */
+
 static int flag(void)
 {
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++)
         pthread_create(&t[i], NULL, worker, (void *)(long)i);
+    if (raise_usr2) {
+        sigset_t usr2;
+        sigemptyset(&usr2);
+        sigaddset(&usr2, SIGUSR2);
+        pthread_sigmask(SIG_UNBLOCK, &usr2, NULL);
+        raise(SIGUSR2);
+    }
     usleep(400000);
     stop = 1;
     for (int i = 0; i < THREADS; i++)
@@ -245,7 +255,14 @@ static int urg(void)
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
-    return flag();
+    /* Every thread blocks every signal; main then takes a SIGUSR2 while
+     * the others spin, and the mask its handler returns to must still let
+     * preemption's signal through. */
+    signal(SIGUSR2, on_urg);
+    raise_usr2 = 1;
+    flag();
+    printf("handled in all: %d\n", urgs);
+    return 0;
 }
 
 static volatile long ticks;
