@@ -27,7 +27,7 @@
 //!    locks are taken inline: a fiber switched away inside `malloc` would
 //!    leave the arena locked, and the next fiber to call `malloc` would
 //!    block the whole OS thread in the kernel). Then the handler makes the
-//!    interrupted code call [`greenhook_preempt_trampoline`] at once, the
+//!    interrupted code call [`__greenhook_preempt_trampoline`] at once, the
 //!    way Go's asynchronous preemption does: after `sigreturn` the thread
 //!    runs the trampoline below the interrupted frame's red zone.
 //! 2. In the trampoline, which saved every register and the whole
@@ -260,12 +260,12 @@ unsafe fn on_tick(uc: *mut libc::ucontext_t) {
     let _ = THREAD.with_existing(|t| t.resume.set(rip));
     // Below the red zone the interrupted function may be using.
     g[libc::REG_RSP as usize] = (rsp - 128) as i64;
-    g[libc::REG_RIP as usize] = greenhook_preempt_trampoline as *const () as usize as i64;
+    g[libc::REG_RIP as usize] = __greenhook_preempt_trampoline as *const () as usize as i64;
 }
 
 extern "C" {
     /// See the `global_asm!` below.
-    fn greenhook_preempt_trampoline();
+    fn __greenhook_preempt_trampoline();
 }
 
 /// What the trampoline calls, its registers saved: fills in the return
@@ -319,10 +319,10 @@ unsafe extern "C-unwind" fn preempted(slot: *mut usize) {
 std::arch::global_asm!(
     ".pushsection .text.greenhook_preempt,\"ax\",@progbits",
     ".p2align 4",
-    ".globl greenhook_preempt_trampoline",
-    ".hidden greenhook_preempt_trampoline",
-    ".type greenhook_preempt_trampoline,@function",
-    "greenhook_preempt_trampoline:",
+    ".globl __greenhook_preempt_trampoline",
+    ".hidden __greenhook_preempt_trampoline",
+    ".type __greenhook_preempt_trampoline,@function",
+    "__greenhook_preempt_trampoline:",
     ".cfi_startproc",
     ".cfi_signal_frame",
     ".cfi_def_cfa %rsp, 128",
@@ -436,10 +436,10 @@ std::arch::global_asm!(
     ".cfi_adjust_cfa_offset -8",
     "ret $128",
     ".cfi_endproc",
-    ".globl greenhook_preempt_trampoline_end",
-    ".hidden greenhook_preempt_trampoline_end",
-    "greenhook_preempt_trampoline_end:",
-    ".size greenhook_preempt_trampoline, . - greenhook_preempt_trampoline",
+    ".globl __greenhook_preempt_trampoline_end",
+    ".hidden __greenhook_preempt_trampoline_end",
+    "__greenhook_preempt_trampoline_end:",
+    ".size __greenhook_preempt_trampoline, . - __greenhook_preempt_trampoline",
     ".popsection",
     area = sym XSAVE_AREA,
     preempted = sym preempted,
@@ -459,13 +459,13 @@ mod frames {
     static START: OnceLock<usize> = OnceLock::new();
 
     extern "C" {
-        fn greenhook_preempt_trampoline_end();
+        fn __greenhook_preempt_trampoline_end();
     }
 
     fn trampoline() -> (usize, usize) {
         (
-            super::greenhook_preempt_trampoline as *const () as usize,
-            greenhook_preempt_trampoline_end as *const () as usize,
+            super::__greenhook_preempt_trampoline as *const () as usize,
+            __greenhook_preempt_trampoline_end as *const () as usize,
         )
     }
 
