@@ -141,9 +141,9 @@ pub(crate) fn arm() {
     if !enabled() {
         return;
     }
-    OWN_TLS.store(fiber::tls::enabled(), Relaxed);
     THREAD.with(|t| {
         if t.timer.get().is_none() {
+            OWN_TLS.store(fiber::tls::enabled(), Relaxed);
             t.timer.set(start_timer());
             t.last.set(u64::MAX);
         }

@@ -230,7 +230,7 @@ fn run_now(sig: c_int, v: &Via, info: *mut siginfo_t, uc: *mut c_void) -> bool {
         state::with(|st| {
             st.note_handler(id, v.flags & libc::SA_RESTART != 0);
             st.set_mask_of(id, old);
-            let now = st.intersection() & !super::never_blocked();
+            let now = st.intersection();
             if uc.is_null() {
                 st.apply_real();
             } else {

@@ -182,8 +182,7 @@ unsafe fn install(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_i
         let ignored = a.sa_sigaction == libc::SIG_IGN
             || (a.sa_sigaction == libc::SIG_DFL && deliver::action_of(sig) == deliver::Action::Ignore);
         if ignored {
-            // A pending signal whose action becomes "ignore" is discarded (POSIX).
-            state::with(|st| table::discard(sig, |t| st.refresh(t)));
+            discard_held(sig);
         }
     }
     if !old.is_null() {
@@ -191,6 +190,12 @@ unsafe fn install(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_i
         unsafe { *old = k };
     }
     0
+}
+
+/// A pending signal whose action becomes "ignore" is discarded (POSIX):
+/// those of `sig` held in the table go.
+fn discard_held(sig: c_int) {
+    state::with(|st| table::discard(sig, |t| st.refresh(t)));
 }
 
 /// The program's disposition of the preemption signal when it is not a
@@ -228,8 +233,7 @@ unsafe fn install_beside_preemption(sig: c_int, act: *const SigAction, old: *mut
         PREEMPT_SIGNAL_WORD.store(if handler { libc::SIG_DFL } else { a.sa_sigaction }, Ordering::SeqCst);
         HANDLERS[s].store(if handler { a.sa_sigaction } else { 0 }, Ordering::SeqCst);
         if !handler {
-            // It is ignored now: a held one is discarded (POSIX).
-            state::with(|st| table::discard(sig, |t| st.refresh(t)));
+            discard_held(sig);
         }
     }
     0

@@ -341,11 +341,13 @@ impl State {
         waiters.iter().copied().find(|&id| f(self.wait_of(id), self.mask(id)))
     }
 
-    /// The signals every context blocks: what the real mask should be.
+    /// The signals every context blocks, but preemption's (which the real
+    /// mask never blocks: see `preempt`): what the real mask should be.
     pub(super) fn intersection(&self) -> u64 {
         (1..NSIG as i32)
             .filter(|&s| self.accept[s as usize].get() == 0)
             .fold(0, |acc, s| acc | bit(s))
+            & !super::never_blocked()
     }
 
     /// Sets the real mask to [`State::intersection`] if it is not that
@@ -353,7 +355,7 @@ impl State {
     /// accepts it, and one that every context blocks stays pending in the
     /// kernel.
     pub(super) fn apply_real(&self) {
-        let want = self.intersection() & !super::never_blocked();
+        let want = self.intersection();
         if self.real.get() == Some(want) {
             return;
         }
