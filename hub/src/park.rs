@@ -18,13 +18,19 @@ const BUCKETS: usize = 1024;
 
 /// The hub's table of keyed queues.
 pub(crate) struct WaitTable {
-    buckets: Box<[WaitList]>,
+    buckets: Box<[WaitList; BUCKETS]>,
 }
 
 impl WaitTable {
     pub(crate) fn new() -> WaitTable {
         WaitTable {
-            buckets: (0..BUCKETS).map(|_| WaitList::new()).collect(),
+            // Built on the heap (16 KiB is more than a small stack may
+            // have); a fixed length, so a bucket's index needs no check.
+            buckets: (0..BUCKETS)
+                .map(|_| WaitList::new())
+                .collect::<Box<[WaitList]>>()
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("BUCKETS lists")),
         }
     }
 

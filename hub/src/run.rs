@@ -116,6 +116,7 @@ impl RunQueue {
         i
     }
 
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.q.borrow().len()
     }

@@ -237,6 +237,7 @@ impl Hub {
 
     /// Blocks the current task (already `prepare`d) until woken; with a
     /// deadline, a timer wakes it with `TimedOut`.
+    #[inline(always)]
     pub(crate) fn block(&self, cur: &Rc<Task>, deadline: Option<Instant>) -> Wake {
         let timer = deadline.map(|d| self.arm_timer(cur, d));
         if cur.is_root() {

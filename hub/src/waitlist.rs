@@ -93,6 +93,7 @@ impl WaitList {
 
     /// [`WaitList::park`] for `cur`, the running task of `hub` (the
     /// caller's), with the node marked with `key`.
+    #[inline(always)]
     pub(crate) fn park_keyed(
         &self,
         hub: &Hub,

@@ -125,26 +125,37 @@ fn preempted() -> Option<(&'static str, u64)> {
     None
 }
 
+/// A hook's name, as a type ([`hook!`] makes one per hook): what a panic
+/// inside it aborts with, known at compile time, so entering a hook stores
+/// nothing but its depth.
+pub(crate) trait Named {
+    /// The libc name of the hook.
+    const NAME: &'static str;
+}
+
 /// Alive for the whole body of a hook (see [`hook!`]): counts the call on
 /// entry, and is left on every normal return. Dropped instead, it is being
-/// unwound: by a Rust panic it aborts with the hook's name.
-pub(crate) struct Entered {
-    name: &'static str,
+/// unwound: by a Rust panic it aborts with the hook's name, `N`'s.
+pub(crate) struct Entered<N: Named> {
     /// # Invariant
     /// This call's hold on its context's hook depth, left once: by
     /// [`Entered::leave`] or by the drop.
     depth: hub::internal::HookDepth,
+    name: std::marker::PhantomData<N>,
 }
 
-impl Entered {
-    /// Enters the hook `name` of `family`.
+impl<N: Named> Entered<N> {
+    /// Enters the hook `N` of `family`.
     #[inline(always)]
-    pub(crate) fn new(name: &'static str, family: Family) -> Entered {
+    pub(crate) fn new(family: Family) -> Entered<N> {
         let depth = hub::internal::enter_hook();
         if COUNTING.load(Ordering::Relaxed) {
             count(family);
         }
-        Entered { name, depth }
+        Entered {
+            depth,
+            name: std::marker::PhantomData,
+        }
     }
 
     /// The body returned normally (or the gate sends the call to the real
@@ -168,7 +179,7 @@ impl Entered {
     }
 }
 
-impl Drop for Entered {
+impl<N: Named> Drop for Entered<N> {
     #[inline(always)]
     fn drop(&mut self) {
         // SAFETY: as in `leave`: unwinding through the hook, which made it.
@@ -176,7 +187,7 @@ impl Drop for Entered {
         // Only a Rust panic aborts: glibc's forced unwinding (thread exit,
         // cancellation) is not one and goes on through.
         if std::thread::panicking() {
-            abort_in(self.name)
+            abort_in(N::NAME)
         }
     }
 }
@@ -237,7 +248,11 @@ macro_rules! hook {
         #[cfg_attr(greenhook_table, export_name = concat!("greenhook_", stringify!($name)))]
         #[allow(clippy::too_many_arguments, clippy::redundant_closure_call, unreachable_code)]
         pub unsafe extern "C-unwind" fn $name($($arg: $ty),*) $(-> $ret)? {
-            let entered = $crate::hook::Entered::new(stringify!($name), $crate::hook::Family::$family);
+            struct Name;
+            impl $crate::hook::Named for Name {
+                const NAME: &'static str = stringify!($name);
+            }
+            let entered = $crate::hook::Entered::<Name>::new($crate::hook::Family::$family);
             $crate::hook::hook!(@gate entered, [$($gate)?], $name($($arg),*));
             // A closure, so that a `return` in the body leaves it and not
             // the hook: `leave` must run on every normal way out.

@@ -80,6 +80,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 static PATCHED: AtomicBool = AtomicBool::new(false);
 static THREADS_AS_FIBERS: AtomicBool = AtomicBool::new(false);
 static PRELOADED: AtomicBool = AtomicBool::new(false);
+/// [`is_patched`] and [`threads_as_fibers`] in one word, for the gate of
+/// every pthread object hook ([`gate::emulating_objects`]). Both are set
+/// once, before `main`, and never cleared.
+static PATCHED_FIBERS: AtomicBool = AtomicBool::new(false);
 
 /// Activates every hook in this process, like gevent's `patch_all()`:
 /// afterwards `std::thread::sleep`, `std::net` and `std::sync` cooperate
@@ -160,7 +164,7 @@ pub(crate) mod gate {
     /// waiters glibc parked in the kernel (see [`foreign_threads`]).
     #[inline]
     pub(crate) fn emulating_objects() -> bool {
-        if !(patched() && crate::threads_as_fibers()) {
+        if !(crate::PATCHED_FIBERS.load(Ordering::Relaxed) && !hub::internal::is_internal()) {
             return false;
         }
         if hub::is_fiber_thread() {
@@ -283,6 +287,7 @@ fn init() {
     THREADS_AS_FIBERS.store(!native, Ordering::SeqCst);
     setup();
     PATCHED.store(true, Ordering::SeqCst);
+    PATCHED_FIBERS.store(!native, Ordering::SeqCst);
 }
 
 /// Whether this code lives in a shared object named `libgreenhook*.so`

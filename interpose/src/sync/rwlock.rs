@@ -41,9 +41,56 @@ use Mode::{Read, Write};
 
 /// Locks an emulated rwlock in `mode`, waiting as `wait` says.
 ///
+/// The uncontended case (a reader when no writer holds or, in a
+/// writer-preferring lock, waits; a writer when the lock is free) is one
+/// compare-and-swap here; everything else is [`lock_slow`]'s, out of line,
+/// so the fast path saves no registers for a park it does not make.
+///
 /// # Safety
 /// `l` is a live rwlock.
+#[inline(always)]
 unsafe fn lock(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
+    // SAFETY: the caller's rwlock.
+    if !unsafe { super::pshared::rwlock::is_shared(l) } {
+        let a = l as usize;
+        // SAFETY: the caller's rwlock (56 bytes).
+        let (state, writers_waiting) = unsafe { (word(a, STATE), word(a, WRITERS_WAITING)) };
+        let s = state.load(Ordering::Relaxed);
+        let took = match mode {
+            Read => {
+                s >= 0
+                    && s != i32::MAX
+                    && writers_waiting.load(Ordering::Relaxed) == 0
+                    && state
+                        .compare_exchange(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+            }
+            Write => {
+                s == 0
+                    && state
+                        .compare_exchange(0, -1, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+            }
+        };
+        if took {
+            if mode == Write {
+                // SAFETY: the caller's rwlock.
+                unsafe { word(a, WRITER) }.store(hub::owner_id(), Ordering::Relaxed);
+            }
+            return 0;
+        }
+    }
+    // SAFETY: the caller's rwlock.
+    unsafe { lock_slow(l, mode, wait) }
+}
+
+/// [`lock`] when the lock is taken, or process-shared.
+///
+/// # Safety
+/// `l` is a live rwlock.
+#[cold]
+#[inline(never)]
+unsafe fn lock_slow(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
     // SAFETY: the caller's rwlock.
     if unsafe { super::pshared::rwlock::is_shared(l) } {
         // SAFETY: the caller's rwlock.
