@@ -76,7 +76,7 @@ pub fn reset_after_fork() {
     }
     // Leak, never drop: other fibers' waits must not run destructors that
     // could reset coroutines under C frames.
-    std::mem::forget(hub.runq.take());
+    hub.runq.leak_all();
     std::mem::forget(std::mem::take(&mut *hub.timers.borrow_mut()));
     std::mem::forget(std::mem::take(&mut *hub.fds.borrow_mut()));
     hub.fd_waiting.set(0);

@@ -8,60 +8,117 @@
 //! starved by fibers that keep yielding. A yield between two fibers usually
 //! skips this loop altogether: see [`handover`](crate::handover).
 
-use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
+use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::stats::bump;
 use crate::{fork, monitor, Hub, State, Task};
 
-/// The FIFO run queue of a hub. It also keeps its only entry at hand, for
-/// the question the hand-over in [`yield_now`](crate::yield_now) asks at
-/// every yield: is exactly one fiber runnable, and which?
+/// The FIFO run queue of a hub: a doubly linked list threaded through the
+/// queued tasks themselves ([`Task::queue`]), each holding a strong
+/// reference while it is queued. Pushing and popping touch a few words
+/// and never allocate; it also answers, in one load, the question the
+/// hand-over in [`yield_now`](crate::yield_now) asks at every yield: is
+/// exactly one fiber runnable, and which?
 pub(crate) struct RunQueue {
-    q: RefCell<VecDeque<Rc<Task>>>,
     /// # Invariant
-    /// The queue's only entry while it has exactly one (so the queue holds
-    /// a strong reference to it), else null.
-    sole: Cell<*const Task>,
+    /// The first and last queued tasks (null when empty); every task
+    /// between them, linked through [`Links`], is queued exactly once and
+    /// owns one strong count that the queue gave up by `Rc::into_raw`.
+    head: Cell<*const Task>,
+    tail: Cell<*const Task>,
+    len: Cell<usize>,
+}
+
+/// A task's links in the run queue: its neighbours while queued.
+#[derive(Default)]
+pub(crate) struct Links {
+    next: Cell<*const Task>,
+    prev: Cell<*const Task>,
+}
+
+impl Links {
+    pub(crate) const fn new() -> Links {
+        Links {
+            next: Cell::new(std::ptr::null()),
+            prev: Cell::new(std::ptr::null()),
+        }
+    }
 }
 
 impl RunQueue {
     pub(crate) fn new() -> RunQueue {
         RunQueue {
-            q: RefCell::new(VecDeque::new()),
-            sole: Cell::new(std::ptr::null()),
+            head: Cell::new(std::ptr::null()),
+            tail: Cell::new(std::ptr::null()),
+            len: Cell::new(0),
         }
     }
 
     pub(crate) fn push_back(&self, t: Rc<Task>) {
-        self.push(t, false);
-    }
-
-    /// Puts `t` first (see [`Hub::wake_raw`](crate::Hub::wake_raw)).
-    pub(crate) fn push_front(&self, t: Rc<Task>) {
-        self.push(t, true);
-    }
-
-    /// Adds `t` at one end (the front if `first`), growing the queue as machinery (the allocator
-    /// may call hooks). Once priorities differ, the ends are those of `t`'s
-    /// priority among the others (see [`RunQueue::place`]).
-    #[inline(always)]
-    fn push(&self, t: Rc<Task>, first: bool) {
-        let mut q = self.q.borrow_mut();
-        if q.len() == q.capacity() {
-            let more = q.len().max(16);
-            crate::internal::bookkeeping(|| q.reserve(more));
-        }
         if crate::internal::priorities_differ() {
-            Self::place(&mut q, t, first);
-        } else if first {
-            q.push_front(t);
-        } else {
-            q.push_back(t);
+            return self.place(t, false);
         }
-        self.note(&q);
+        self.link_after(Rc::into_raw(t), self.tail.get());
+    }
+
+    /// Puts `t` first (see [`Hub::wake_raw`](crate::Hub::wake_raw)). Once
+    /// priorities differ, first among those of its priority (see
+    /// [`RunQueue::place`]).
+    pub(crate) fn push_front(&self, t: Rc<Task>) {
+        if crate::internal::priorities_differ() {
+            return self.place(t, true);
+        }
+        self.link_after(Rc::into_raw(t), std::ptr::null());
+    }
+
+    /// Links `t`, whose strong count the queue now owns, after `prev`
+    /// (null: at the front).
+    #[inline(always)]
+    fn link_after(&self, t: *const Task, prev: *const Task) {
+        // SAFETY: `t` is alive (the queue owns a strong count of it) and not
+        // queued; `prev`, when not null, is queued, so alive.
+        let (l, next) = unsafe {
+            let next = match prev.as_ref() {
+                Some(p) => p.queue.next.get(),
+                None => self.head.get(),
+            };
+            (&(*t).queue, next)
+        };
+        l.prev.set(prev);
+        l.next.set(next);
+        // SAFETY: queued tasks are alive (the invariant).
+        unsafe {
+            match prev.as_ref() {
+                Some(p) => p.queue.next.set(t),
+                None => self.head.set(t),
+            }
+            match next.as_ref() {
+                Some(n) => n.queue.prev.set(t),
+                None => self.tail.set(t),
+            }
+        }
+        self.len.set(self.len.get() + 1);
+    }
+
+    /// Unlinks the queued task `t`; the caller takes over its strong count.
+    #[inline(always)]
+    fn unlink(&self, t: *const Task) {
+        // SAFETY: `t` is queued, so alive, and so are its neighbours.
+        unsafe {
+            let l = &(*t).queue;
+            let (prev, next) = (l.prev.get(), l.next.get());
+            match prev.as_ref() {
+                Some(p) => p.queue.next.set(next),
+                None => self.head.set(next),
+            }
+            match next.as_ref() {
+                Some(n) => n.queue.prev.set(prev),
+                None => self.tail.set(prev),
+            }
+        }
+        self.len.set(self.len.get() - 1);
     }
 
     /// Inserts `t` where the kernel would queue a thread of its priority:
@@ -70,34 +127,44 @@ impl RunQueue {
     /// priority; `first` puts it before the others of its priority.
     #[cold]
     #[inline(never)]
-    fn place(q: &mut VecDeque<Rc<Task>>, t: Rc<Task>, first: bool) {
+    fn place(&self, t: Rc<Task>, first: bool) {
         let p = t.prio.get();
-        let i = if first {
-            q.iter().position(|x| x.prio.get() <= p).unwrap_or(q.len())
-        } else {
-            q.iter().rposition(|x| x.prio.get() >= p).map_or(0, |i| i + 1)
-        };
-        q.insert(i, t);
+        // The last queued task that stays before `t` (null: none).
+        let mut prev = std::ptr::null();
+        let mut at = self.head.get();
+        // SAFETY: queued tasks are alive (the invariant).
+        while let Some(x) = unsafe { at.as_ref() } {
+            let before = if first { x.prio.get() > p } else { x.prio.get() >= p };
+            if !before {
+                break;
+            }
+            prev = at;
+            at = x.queue.next.get();
+        }
+        self.link_after(Rc::into_raw(t), prev);
     }
 
     /// The highest priority queued (the front's: see [`RunQueue::place`]).
     pub(crate) fn best(&self) -> Option<u32> {
-        self.q.borrow().front().map(|t| t.prio.get())
+        // SAFETY: a queued task is alive (the invariant).
+        unsafe { self.head.get().as_ref() }.map(|t| t.prio.get())
     }
 
     pub(crate) fn pop_front(&self) -> Option<Rc<Task>> {
-        let mut q = self.q.borrow_mut();
-        let t = q.pop_front();
-        self.note(&q);
-        t
+        let t = self.head.get();
+        if t.is_null() {
+            return None;
+        }
+        self.unlink(t);
+        // SAFETY: the strong count the queue owned, handed to the caller.
+        Some(unsafe { Rc::from_raw(t) })
     }
 
     /// Moves the front entry, which must be `t`, to the back.
     pub(crate) fn rotate_front_to_back(&self, t: *const Task) {
-        let mut q = self.q.borrow_mut();
-        debug_assert!(q.front().is_some_and(|f| std::ptr::eq(Rc::as_ptr(f), t)));
-        q.rotate_left(1);
-        self.note(&q);
+        debug_assert!(std::ptr::eq(self.head.get(), t));
+        self.unlink(t);
+        self.link_after(t, self.tail.get());
     }
 
     /// Takes `t` out of the queue; returns whether it was at the front.
@@ -107,44 +174,45 @@ impl RunQueue {
 
     /// Takes `t` out of the queue; returns where it was, if it was queued.
     pub(crate) fn take_out(&self, t: *const Task) -> Option<usize> {
-        let mut q = self.q.borrow_mut();
-        let i = q.iter().position(|x| std::ptr::eq(Rc::as_ptr(x), t));
-        if let Some(i) = i {
-            q.remove(i);
+        let mut at = self.head.get();
+        let mut i = 0;
+        // SAFETY: queued tasks are alive (the invariant).
+        while let Some(x) = unsafe { at.as_ref() } {
+            if std::ptr::eq(at, t) {
+                self.unlink(t);
+                // SAFETY: the strong count the queue owned, dropped.
+                drop(unsafe { Rc::from_raw(t) });
+                return Some(i);
+            }
+            i += 1;
+            at = x.queue.next.get();
         }
-        self.note(&q);
-        i
+        None
     }
 
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.q.borrow().len()
+        self.len.get()
     }
 
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.q.borrow().is_empty()
+        self.head.get().is_null()
     }
 
-    /// Empties the queue, handing its entries to the caller.
-    pub(crate) fn take(&self) -> VecDeque<Rc<Task>> {
-        self.sole.set(std::ptr::null());
-        std::mem::take(&mut *self.q.borrow_mut())
+    /// Empties the queue without dropping its entries' strong counts: they
+    /// leak (a `fork` child's lost fibers, see `fork`).
+    pub(crate) fn leak_all(&self) {
+        self.head.set(std::ptr::null());
+        self.tail.set(std::ptr::null());
+        self.len.set(0);
     }
 
     /// The only queued task, if exactly one is queued; valid while it stays
     /// queued.
     #[inline(always)]
     pub(crate) fn sole(&self) -> Option<*const Task> {
-        let p = self.sole.get();
-        (!p.is_null()).then_some(p)
-    }
-
-    fn note(&self, q: &VecDeque<Rc<Task>>) {
-        self.sole.set(if q.len() == 1 {
-            Rc::as_ptr(&q[0])
-        } else {
-            std::ptr::null()
-        });
+        (self.len.get() == 1).then(|| self.head.get())
     }
 }
 

@@ -92,6 +92,8 @@ pub struct Task {
     pub(crate) hooks: Cell<u32>,
     /// Its real-time scheduling priority, 0 for none ([`priority`](crate::priority)).
     pub(crate) prio: Cell<u32>,
+    /// Its links in the hub's run queue, while it is queued.
+    pub(crate) queue: crate::run::Links,
 }
 
 impl Task {
@@ -114,6 +116,7 @@ impl Task {
             cpu: Cell::new(0),
             hooks: Cell::new(1),
             prio: Cell::new(0),
+            queue: crate::run::Links::new(),
         }
     }
 
