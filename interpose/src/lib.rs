@@ -164,7 +164,7 @@ pub(crate) mod gate {
     /// waiters glibc parked in the kernel (see [`foreign_threads`]).
     #[inline]
     pub(crate) fn emulating_objects() -> bool {
-        if !(crate::PATCHED_FIBERS.load(Ordering::Relaxed) && !hub::internal::is_internal()) {
+        if !crate::PATCHED_FIBERS.load(Ordering::Relaxed) || hub::internal::is_internal() {
             return false;
         }
         if hub::is_fiber_thread() {
