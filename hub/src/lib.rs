@@ -433,13 +433,24 @@ impl Hub {
     }
 
     /// The calling thread's hub and its running task, from one read of
-    /// the thread-local (see [`Local`]).
+    /// the thread-local (see [`Local`]), the task borrowed: no strong count
+    /// is taken, none dropped. It stays alive for as long as it runs or
+    /// waits, whatever the caller does: the hub owns the root, and its
+    /// registry of live fibers owns each fiber until it has finished.
     #[inline]
-    pub(crate) fn get_and_current() -> (&'static Hub, Rc<Task>) {
+    pub(crate) fn get_and_current() -> (&'static Hub, std::mem::ManuallyDrop<Rc<Task>>) {
         let (h, p) = with_local(|l| (l.hub.get(), l.current.get()));
         // SAFETY: as in `get`: a non-null hub pointer is leaked, never freed.
         let hub = unsafe { h.as_ref() }.unwrap_or_else(|| Self::create());
-        (hub, hub.task_at(p))
+        let cur = if p.is_null() {
+            Rc::as_ptr(&hub.root)
+        } else {
+            p
+        };
+        // SAFETY: `cur` came from `Rc::as_ptr` of a live task (the root, or
+        // the running fiber: see above); wrapped in `ManuallyDrop`, the
+        // count this `Rc` stands for is never given back.
+        (hub, std::mem::ManuallyDrop::new(unsafe { Rc::from_raw(cur) }))
     }
 
     /// The running task (the root when not in a fiber).

@@ -96,7 +96,7 @@ fn park_as(what: Waiting, key: usize, tag: u32, deadline: Option<Instant>, valid
         return Park::Invalid;
     }
     let (hub, cur) = Hub::get_and_current();
-    hub.waits.bucket(key).park_keyed(hub, cur, key, what, tag, deadline)
+    hub.waits.bucket(key).park_keyed(hub, &cur, key, what, tag, deadline)
 }
 
 /// Wakes up to `n` tasks parked on `key`, oldest first; returns how many.

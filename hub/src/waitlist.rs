@@ -33,8 +33,9 @@ pub struct WaitList {
 /// One parked task, on its own stack (see [`WaitList::park`]).
 struct Node {
     /// # Invariant
-    /// Alive while the node is linked: the task is blocked in `park`, whose
-    /// frame holds a strong reference.
+    /// Alive while the node is linked: the task is blocked in `park`, and
+    /// the hub owns it (the root) or its registry of live fibers does until
+    /// it finishes, which it does only after `park` has returned.
     task: *const Task,
     /// The task's wait this node belongs to (see [`Hub::wake`]).
     seq: u64,
@@ -88,7 +89,7 @@ impl WaitList {
     /// this waiter.
     pub fn park(&self, what: Waiting, tag: u32, deadline: Option<Instant>) -> Park {
         let (hub, cur) = Hub::get_and_current();
-        self.park_keyed(hub, cur, 0, what, tag, deadline)
+        self.park_keyed(hub, &cur, 0, what, tag, deadline)
     }
 
     /// [`WaitList::park`] for `cur`, the running task of `hub` (the
@@ -97,7 +98,7 @@ impl WaitList {
     pub(crate) fn park_keyed(
         &self,
         hub: &Hub,
-        cur: Rc<Task>,
+        cur: &Rc<Task>,
         key: usize,
         what: Waiting,
         tag: u32,
@@ -106,7 +107,7 @@ impl WaitList {
         cur.state.set(State::Blocked);
         cur.waiting.set(what);
         let node = Node {
-            task: Rc::as_ptr(&cur),
+            task: Rc::as_ptr(cur),
             seq: cur.seq.get(),
             key,
             tag,
@@ -116,7 +117,7 @@ impl WaitList {
         };
         self.link_back(&node);
         bump(&hub.counters.parks);
-        let why = hub.block(&cur, deadline);
+        let why = hub.block(cur, deadline);
         if node.linked.get() {
             // Timed out or interrupted: nobody unlinked us.
             self.unlink(&node);
