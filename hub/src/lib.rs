@@ -442,11 +442,7 @@ impl Hub {
         let (h, p) = with_local(|l| (l.hub.get(), l.current.get()));
         // SAFETY: as in `get`: a non-null hub pointer is leaked, never freed.
         let hub = unsafe { h.as_ref() }.unwrap_or_else(|| Self::create());
-        let cur = if p.is_null() {
-            Rc::as_ptr(&hub.root)
-        } else {
-            p
-        };
+        let cur = if p.is_null() { Rc::as_ptr(&hub.root) } else { p };
         // SAFETY: `cur` came from `Rc::as_ptr` of a live task (the root, or
         // the running fiber: see above); wrapped in `ManuallyDrop`, the
         // count this `Rc` stands for is never given back.
