@@ -56,6 +56,7 @@ impl RunQueue {
         }
     }
 
+    #[inline]
     pub(crate) fn push_back(&self, t: Rc<Task>) {
         if crate::internal::priorities_differ() {
             return self.place(t, false);
