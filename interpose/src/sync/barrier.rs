@@ -60,7 +60,10 @@ hook! {
         let n = arrived.load(Ordering::Relaxed) + 1;
         if n >= count.load(Ordering::Relaxed) {
             arrived.store(0, Ordering::Relaxed);
-            gen.fetch_add(1, Ordering::Release);
+            // Only the fibers of one hub use an emulated barrier, one at a
+            // time (a signal handler runs only at a safe point, never
+            // inside a hook): program order is enough, no locked add.
+            gen.store(gen.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
             wake_all(a);
             return libc::PTHREAD_BARRIER_SERIAL_THREAD;
         }

@@ -41,10 +41,46 @@ unsafe fn remote(s: *mut sem_t) -> bool {
 
 /// Waits on a semaphore as a fiber. Err is an errno value.
 ///
+/// The common wait (no timeout, a post can only come from this hub) is
+/// this loop; a timed one, or one that must wait as glibc's waiter, is
+/// [`wait_slow`]'s.
+///
 /// # Safety
 /// `s` is a live semaphore.
+#[inline(always)]
 unsafe fn wait(s: *mut sem_t, timeout: Option<(clockid_t, *const timespec)>) -> Result<(), c_int> {
     crate::cancel_point();
+    // SAFETY: per the contract.
+    let v = unsafe { value(s) };
+    loop {
+        let cur = v.load(Ordering::Relaxed);
+        if cur > 0 {
+            if v.compare_exchange(cur, cur - 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Ok(());
+            }
+            continue;
+        }
+        // SAFETY: per the contract.
+        if timeout.is_some() || unsafe { remote(s) } {
+            // SAFETY: per the contract.
+            return unsafe { wait_slow(s, timeout) };
+        }
+        park(Kind::Semaphore, s as usize, tag(0), None, || {
+            v.load(Ordering::Relaxed) == 0
+        });
+        crate::cancel_point();
+    }
+}
+
+/// [`wait`] with a timeout, or as one of glibc's waiters.
+///
+/// # Safety
+/// `s` is a live semaphore.
+#[cold]
+#[inline(never)]
+unsafe fn wait_slow(s: *mut sem_t, timeout: Option<(clockid_t, *const timespec)>) -> Result<(), c_int> {
     // SAFETY: per the contract.
     let (v, remote) = unsafe { (value(s), remote(s)) };
     let mut deadline: Option<Option<Instant>> = None;
@@ -122,12 +158,20 @@ hook! {
     [sync] fn sem_post(s: *mut sem_t) -> c_int {
         // SAFETY: the caller's semaphore, forwarded unchanged.
         let r = unsafe { sem_post::real(s) };
-        if r == 0 && crate::gate::patched() {
-            if crate::threads_as_fibers() && !crate::gate::emulating_objects() {
-                super::foreign_release(s as usize, 1);
-                return r;
-            }
+        if r != 0 {
+            return r;
+        }
+        if crate::gate::emulating_objects() {
             wake_one(s as usize);
+        } else if crate::gate::patched() {
+            if crate::threads_as_fibers() {
+                // A thread that is not the fibers' own posted.
+                super::foreign_release(s as usize, 1);
+            } else {
+                // Threads stay native (`patch_all`): a fiber of this
+                // thread's hub may wait.
+                wake_one(s as usize);
+            }
         }
         r
     }
