@@ -30,9 +30,50 @@ unsafe fn clock(c: *mut pthread_cond_t) -> clockid_t {
 
 /// Waits on an emulated condvar; `timeout`: None = forever, Some((clock, ts)).
 ///
+/// The common wait (untimed, private, only fibers use pthread objects) is
+/// here; the others are [`wait_slow`]'s.
+///
 /// # Safety
 /// `c` is a live condvar and `m` a live mutex.
+#[inline(always)]
 unsafe fn wait(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+    timeout: Option<(clockid_t, *const timespec)>,
+) -> c_int {
+    // SAFETY: the caller's condvar.
+    if timeout.is_some() || crate::gate::foreign_threads() || unsafe { super::pshared::cond::is_shared(c) } {
+        // SAFETY: the caller's objects.
+        return unsafe { wait_slow(c, m, timeout) };
+    }
+    crate::cancel_point();
+    // SAFETY: the caller's mutex.
+    let saved = match unsafe { mutex::release(m, true) } {
+        Ok(n) => n,
+        Err(e) => return e,
+    };
+    let r = park(Kind::Condvar, c as usize, tag(0), None, || true);
+    // SAFETY: the caller's mutex.
+    let relocked = unsafe { mutex::acquire(m, Wait::Until(None)) };
+    if saved > 1 && relocked == 0 {
+        // SAFETY: the caller's mutex, which we own again.
+        unsafe { word(m as usize, mutex::COUNT) }.store(saved, Ordering::Relaxed);
+    }
+    crate::cancel_point();
+    // A robust mutex's EOWNERDEAD or ENOTRECOVERABLE, as glibc's; an
+    // untimed park ends woken (or interrupted, a spurious wake-up).
+    debug_assert!(r != hub::Park::TimedOut);
+    relocked
+}
+
+/// [`wait`] with a timeout, on a process-shared condvar, or once threads
+/// that are not fibers use pthread objects.
+///
+/// # Safety
+/// `c` is a live condvar and `m` a live mutex.
+#[cold]
+#[inline(never)]
+unsafe fn wait_slow(
     c: *mut pthread_cond_t,
     m: *mut pthread_mutex_t,
     timeout: Option<(clockid_t, *const timespec)>,
