@@ -12,6 +12,13 @@
  *   timeouts  timed waits that expire leave the object usable: the next
  *             unlock, post or signal still reaches the remaining waiter
  *   heap      objects in malloc'd memory that held garbage before init
+ *   posts     posts to a semaphore with waiters (a fiber's are handed to
+ *             it, not added to glibc's value): every post reaches exactly
+ *             one wait, on a semaphore whose bytes were garbage before
+ *             sem_init
+ *   handed    (under the preload only, where it is deterministic) a post
+ *             handed to a fiber that has not run yet still counts in
+ *             sem_getvalue and can be taken by sem_trywait
  *
  * stdout: one line per check; the same with and without the preload.
  */
@@ -246,6 +253,80 @@ static void mode_heap(void)
     free(o);
 }
 
+/* ---------- posts to waiters ---------- */
+
+static sem_t *ps;
+
+static void *take_one(void *arg)
+{
+    (void)arg;
+    int r = sem_wait(ps);
+    return (void *)(long)r;
+}
+
+static void mode_posts(void)
+{
+    /* On the stack, every byte garbage before sem_init. */
+    sem_t mem;
+    memset(&mem, 0xa5, sizeof mem);
+    ps = &mem;
+    if (sem_init(ps, 0, 0) != 0) {
+        perror("sem_init");
+        exit(1);
+    }
+    /* One waiter, three posts in a row: it takes one, two stay. */
+    pthread_t t[2];
+    pthread_create(&t[0], NULL, take_one, NULL);
+    ms_sleep(20);
+    for (int i = 0; i < 3; i++)
+        sem_post(ps);
+    void *r0;
+    pthread_join(t[0], &r0);
+    int v = -1;
+    sem_getvalue(ps, &v);
+    printf("one waiter, three posts: wait %ld, value %d\n", (long)r0, v);
+    while (sem_trywait(ps) == 0)
+        ;
+    /* Two waiters, two posts: both return, nothing stays. */
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, take_one, NULL);
+    ms_sleep(20);
+    sem_post(ps);
+    sem_post(ps);
+    void *r1, *r2;
+    pthread_join(t[0], &r1);
+    pthread_join(t[1], &r2);
+    sem_getvalue(ps, &v);
+    printf("two waiters, two posts: waits %ld %ld, value %d, trywait %d\n", (long)r1, (long)r2, v,
+           sem_trywait(ps) == 0 ? 0 : errno);
+    sem_destroy(ps);
+}
+
+static void mode_handed(void)
+{
+    static sem_t hs;
+    ps = &hs;
+    sem_init(ps, 0, 0);
+    pthread_t t;
+    pthread_create(&t, NULL, take_one, NULL);
+    ms_sleep(20);
+    /* Handed to the waiter, which has not run yet: it still counts. */
+    sem_post(ps);
+    int v = -1;
+    sem_getvalue(ps, &v);
+    int tw = sem_trywait(ps) == 0 ? 0 : errno;
+    int v2 = -1;
+    sem_getvalue(ps, &v2);
+    printf("after a post to a waiter: value %d, trywait %d, value %d\n", v, tw, v2);
+    /* The waiter found nothing and waits again: the next post is its. */
+    ms_sleep(20);
+    sem_post(ps);
+    void *r;
+    pthread_join(t, &r);
+    sem_getvalue(ps, &v);
+    printf("the next post: wait %ld, value %d\n", (long)r, v);
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -258,8 +339,12 @@ int main(int argc, char **argv)
         mode_timeouts();
     else if (strcmp(mode, "heap") == 0)
         mode_heap();
+    else if (strcmp(mode, "posts") == 0)
+        mode_posts();
+    else if (strcmp(mode, "handed") == 0)
+        mode_handed();
     else {
-        fprintf(stderr, "usage: lock_waiters fork|handoff|timeouts|heap\n");
+        fprintf(stderr, "usage: lock_waiters fork|handoff|timeouts|heap|posts|handed\n");
         return 2;
     }
     return 0;
