@@ -35,7 +35,9 @@
 //! Spinlocks and semaphores keep glibc's own representation (a word that is
 //! 0 when free; a semaphore's value in the low half of its first 64-bit
 //! word), so the real `trylock`/`sem_post`/`sem_getvalue`/`sem_open` work on
-//! them unchanged and they cooperate in every mode. A semaphore that
+//! them and they cooperate in every mode. (A post to a fiber waiting on a
+//! private semaphore is handed to it, counted past glibc's fields: see
+//! [`sem`]; our `sem_getvalue` and `sem_trywait` count those too.) A semaphore that
 //! another process or a real thread may post (process-shared, e.g.
 //! `sem_open`, or any semaphore when threads stay native) is waited for as
 //! one of glibc's waiters, in the kernel, since such a post cannot reach
