@@ -68,6 +68,30 @@ unsafe fn take_handed(s: *mut sem_t) -> bool {
     }
 }
 
+/// Takes one unit of `s` (whose value word is `v`) if it has one: a post
+/// handed to a woken fiber, else one of glibc's value.
+///
+/// # Safety
+/// `s` is a live semaphore; the caller runs on its hub's thread.
+#[inline(always)]
+unsafe fn take(s: *mut sem_t, v: &AtomicU32) -> bool {
+    // SAFETY: per the contract.
+    if unsafe { take_handed(s) } {
+        return true;
+    }
+    loop {
+        let cur = v.load(Ordering::Relaxed);
+        if cur == 0 {
+            return false;
+        }
+        if v.compare_exchange(cur, cur - 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            return true;
+        }
+    }
+}
+
 /// Whether a post may come from outside this hub (another process or a
 /// real thread), so waiters must wait where such a post wakes them: in the
 /// kernel, as glibc's waiters (see `pshared::sem`).
@@ -98,17 +122,8 @@ unsafe fn wait(s: *mut sem_t, timeout: Option<(clockid_t, *const timespec)>) -> 
     let v = unsafe { value(s) };
     loop {
         // SAFETY: per the contract; a fiber's wait runs on its hub.
-        if unsafe { take_handed(s) } {
+        if unsafe { take(s, v) } {
             return Ok(());
-        }
-        let cur = v.load(Ordering::Relaxed);
-        if cur > 0 {
-            if v.compare_exchange(cur, cur - 1, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-            {
-                return Ok(());
-            }
-            continue;
         }
         // SAFETY: per the contract.
         if timeout.is_some() || unsafe { remote(s) } {
@@ -134,17 +149,8 @@ unsafe fn wait_slow(s: *mut sem_t, timeout: Option<(clockid_t, *const timespec)>
     let mut deadline: Option<Option<Instant>> = None;
     loop {
         // SAFETY: per the contract; a fiber's wait runs on its hub.
-        if unsafe { take_handed(s) } {
+        if unsafe { take(s, v) } {
             return Ok(());
-        }
-        let cur = v.load(Ordering::Relaxed);
-        if cur > 0 {
-            if v.compare_exchange(cur, cur - 1, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-            {
-                return Ok(());
-            }
-            continue;
         }
         // The time is read only when the semaphore is not free, as in glibc.
         let d = match deadline {
