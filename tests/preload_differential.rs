@@ -234,10 +234,11 @@ fn a_cold_file_read_does_not_stall_other_threads() {
 
 /// Waiters kept in the objects themselves: a fork while one waits, FIFO
 /// hand-over, timed-out waiters leaving cleanly, objects in reused heap
-/// memory, posts to semaphores with waiters.
+/// memory, posts to semaphores with waiters (and a storm of posts and
+/// waits of every kind).
 #[test]
 fn lock_waiters_in_the_object() {
-    for mode in ["fork", "handoff", "timeouts", "heap", "posts"] {
+    for mode in ["fork", "handoff", "timeouts", "heap", "posts", "storm"] {
         differential("lock_waiters", &[mode]);
     }
 }

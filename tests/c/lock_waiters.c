@@ -16,6 +16,9 @@
  *             it, not added to glibc's value): every post reaches exactly
  *             one wait, on a semaphore whose bytes were garbage before
  *             sem_init
+ *   storm     4 threads post 3,000 times each while 4 take 3,000 each by
+ *             sem_wait, sem_trywait or a 1 ms sem_timedwait at random:
+ *             every post is taken once, nothing is left
  *   handed    (under the preload only, where it is deterministic) a post
  *             handed to a fiber that has not run yet still counts in
  *             sem_getvalue and can be taken by sem_trywait
@@ -24,6 +27,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -302,6 +306,70 @@ static void mode_posts(void)
     sem_destroy(ps);
 }
 
+static sem_t storm_sem;
+static pthread_mutex_t storm_m = PTHREAD_MUTEX_INITIALIZER;
+static long storm_taken, storm_timeouts;
+
+/* Posts 3,000 times, yielding now and then so takers block in between. */
+static void *storm_poster(void *arg)
+{
+    unsigned seed = (unsigned)(long)arg;
+    for (int i = 0; i < 3000; i++) {
+        sem_post(&storm_sem);
+        if (rand_r(&seed) % 4 == 0)
+            sched_yield();
+    }
+    return NULL;
+}
+
+/* Takes 3,000 units by sem_wait, sem_trywait or a 1 ms sem_timedwait at
+ * random, trying again after a failed try or an expired wait. */
+static void *storm_taker(void *arg)
+{
+    unsigned seed = (unsigned)(long)arg;
+    long taken = 0, timeouts = 0;
+    while (taken < 3000) {
+        int r;
+        switch (rand_r(&seed) % 3) {
+        case 0:
+            r = sem_wait(&storm_sem);
+            break;
+        case 1:
+            r = sem_trywait(&storm_sem);
+            if (r != 0)
+                sched_yield();
+            break;
+        default: {
+            struct timespec t = in_ms(1);
+            r = sem_timedwait(&storm_sem, &t);
+            timeouts += r != 0 && errno == ETIMEDOUT;
+        }
+        }
+        taken += r == 0;
+    }
+    pthread_mutex_lock(&storm_m);
+    storm_taken += taken;
+    storm_timeouts += timeouts;
+    pthread_mutex_unlock(&storm_m);
+    return NULL;
+}
+
+static void mode_storm(void)
+{
+    sem_init(&storm_sem, 0, 0);
+    pthread_t t[8];
+    for (long i = 0; i < 4; i++) {
+        pthread_create(&t[2 * i], NULL, storm_taker, (void *)(i + 1));
+        pthread_create(&t[2 * i + 1], NULL, storm_poster, (void *)(i + 11));
+    }
+    for (int i = 0; i < 8; i++)
+        pthread_join(t[i], NULL);
+    int left = -1;
+    sem_getvalue(&storm_sem, &left);
+    printf("storm: 12000 posted, %ld taken, %d left\n", storm_taken, left);
+    fprintf(stderr, "storm: %ld timed waits expired\n", storm_timeouts);
+}
+
 static void mode_handed(void)
 {
     static sem_t hs;
@@ -343,8 +411,10 @@ int main(int argc, char **argv)
         mode_posts();
     else if (strcmp(mode, "handed") == 0)
         mode_handed();
+    else if (strcmp(mode, "storm") == 0)
+        mode_storm();
     else {
-        fprintf(stderr, "usage: lock_waiters fork|handoff|timeouts|heap|posts|handed\n");
+        fprintf(stderr, "usage: lock_waiters fork|handoff|timeouts|heap|posts|storm|handed\n");
         return 2;
     }
     return 0;
