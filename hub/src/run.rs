@@ -32,7 +32,6 @@ pub(crate) struct RunQueue {
 }
 
 /// A task's links in the run queue: its neighbours while queued.
-#[derive(Default)]
 pub(crate) struct Links {
     next: Cell<*const Task>,
     prev: Cell<*const Task>,

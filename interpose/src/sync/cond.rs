@@ -48,22 +48,36 @@ unsafe fn wait(
     }
     crate::cancel_point();
     // SAFETY: the caller's mutex.
-    let saved = match unsafe { mutex::release(m, true) } {
-        Ok(n) => n,
+    let (relocked, r) = match unsafe { released(m, || park(Kind::Condvar, c as usize, tag(0), None, || true)) } {
+        Ok(done) => done,
         Err(e) => return e,
     };
-    let r = park(Kind::Condvar, c as usize, tag(0), None, || true);
-    // SAFETY: the caller's mutex.
-    let relocked = unsafe { mutex::acquire(m, Wait::Until(None)) };
-    if saved > 1 && relocked == 0 {
-        // SAFETY: the caller's mutex, which we own again.
-        unsafe { word(m as usize, mutex::COUNT) }.store(saved, Ordering::Relaxed);
-    }
     crate::cancel_point();
     // A robust mutex's EOWNERDEAD or ENOTRECOVERABLE, as glibc's; an
     // untimed park ends woken (or interrupted, a spurious wake-up).
     debug_assert!(r != hub::Park::TimedOut);
     relocked
+}
+
+/// Releases the mutex `m` wholly (every recursion level), runs `park`,
+/// and locks `m` again at the level it had: the condvar wait's frame.
+/// Returns the relock's answer (0, or a robust mutex's `EOWNERDEAD` or
+/// `ENOTRECOVERABLE`) with the park's; `Err` is the release's error.
+///
+/// # Safety
+/// `m` is a live mutex.
+#[inline(always)]
+unsafe fn released(m: *mut pthread_mutex_t, park: impl FnOnce() -> hub::Park) -> Result<(c_int, hub::Park), c_int> {
+    // SAFETY: per the contract.
+    let saved = unsafe { mutex::release(m, true) }?;
+    let r = park();
+    // SAFETY: per the contract.
+    let relocked = unsafe { mutex::acquire(m, Wait::Until(None)) };
+    if saved > 1 && relocked == 0 {
+        // SAFETY: the caller's mutex, which we own again.
+        unsafe { word(m as usize, mutex::COUNT) }.store(saved, Ordering::Relaxed);
+    }
+    Ok((relocked, r))
 }
 
 /// [`wait`] with a timeout, on a process-shared condvar, or once threads
@@ -91,25 +105,19 @@ unsafe fn wait_slow(
             Err(e) => return e,
         },
     };
-    // SAFETY: the caller's mutex.
-    let saved = match unsafe { mutex::release(m, true) } {
-        Ok(n) => n,
-        Err(e) => return e,
-    };
     // A thread that is not a fiber signals through glibc, which does not
     // reach the hub: then look again now and then (a spurious wake-up,
     // which POSIX allows).
     let nap = super::foreign_nap(deadline);
-    let mut r = park(Kind::Condvar, c as usize, tag(0), nap, || true);
-    if r == hub::Park::TimedOut && nap != deadline {
-        r = hub::Park::Unparked;
-    }
+    let park_napping = || match park(Kind::Condvar, c as usize, tag(0), nap, || true) {
+        hub::Park::TimedOut if nap != deadline => hub::Park::Unparked,
+        r => r,
+    };
     // SAFETY: the caller's mutex.
-    let relocked = unsafe { mutex::acquire(m, Wait::Until(None)) };
-    if saved > 1 && relocked == 0 {
-        // SAFETY: the caller's mutex, which we own again.
-        unsafe { word(m as usize, mutex::COUNT) }.store(saved, Ordering::Relaxed);
-    }
+    let (relocked, r) = match unsafe { released(m, park_napping) } {
+        Ok(done) => done,
+        Err(e) => return e,
+    };
     crate::cancel_point();
     if relocked != 0 {
         relocked // a robust mutex's EOWNERDEAD or ENOTRECOVERABLE, as glibc's

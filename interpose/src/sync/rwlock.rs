@@ -6,7 +6,7 @@
 //! new reader waits while a writer does. A process-shared rwlock
 //! (`__shared`, set by glibc's init) is glibc's ([`super::pshared`]).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use libc::{c_int, clockid_t, pthread_rwlock_t, timespec};
 
@@ -39,6 +39,31 @@ enum Mode {
 }
 use Mode::{Read, Write};
 
+/// Takes the lock in `mode` if it is free for that mode, `s` being the
+/// state word's value just read: a writer when nobody holds it; a reader
+/// when no writer holds it or, in a writer-preferring lock, waits for it
+/// (writers are counted in such a lock only, so the count alone says it).
+/// `Ok(false)`: taken by others, or the compare-and-swap lost;
+/// `Err(EAGAIN)`: the reader count is full.
+#[inline(always)]
+fn take(state: &AtomicI32, writers_waiting: &AtomicI32, mode: Mode, s: i32) -> Result<bool, c_int> {
+    let swap = |new| {
+        state
+            .compare_exchange(s, new, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    };
+    match mode {
+        Write => Ok(s == 0 && swap(-1)),
+        Read if s >= 0 && writers_waiting.load(Ordering::Relaxed) == 0 => {
+            if s == i32::MAX {
+                return Err(libc::EAGAIN);
+            }
+            Ok(swap(s + 1))
+        }
+        Read => Ok(false),
+    }
+}
+
 /// Locks an emulated rwlock in `mode`, waiting as `wait` says.
 ///
 /// The uncontended case (a reader when no writer holds or, in a
@@ -55,24 +80,8 @@ unsafe fn lock(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
         let a = l as usize;
         // SAFETY: the caller's rwlock (56 bytes).
         let (state, writers_waiting) = unsafe { (word(a, STATE), word(a, WRITERS_WAITING)) };
-        let s = state.load(Ordering::Relaxed);
-        let took = match mode {
-            Read => {
-                s >= 0
-                    && s != i32::MAX
-                    && writers_waiting.load(Ordering::Relaxed) == 0
-                    && state
-                        .compare_exchange(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
-                        .is_ok()
-            }
-            Write => {
-                s == 0
-                    && state
-                        .compare_exchange(0, -1, Ordering::Acquire, Ordering::Relaxed)
-                        .is_ok()
-            }
-        };
-        if took {
+        // A full reader count (EAGAIN) is the slow path's to answer.
+        if take(state, writers_waiting, mode, state.load(Ordering::Relaxed)) == Ok(true) {
             if mode == Write {
                 // SAFETY: the caller's rwlock.
                 unsafe { word(a, WRITER) }.store(hub::owner_id(), Ordering::Relaxed);
@@ -110,22 +119,9 @@ unsafe fn lock_slow(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
         if s == -1 && matches!(wait, Wait::Until(_)) && writer.load(Ordering::Relaxed) == me {
             return libc::EDEADLK;
         }
-        let ok = match mode {
-            Write => {
-                s == 0
-                    && state
-                        .compare_exchange(0, -1, Ordering::Acquire, Ordering::Relaxed)
-                        .is_ok()
-            }
-            Read if s >= 0 && !writer_waits() => {
-                if s == i32::MAX {
-                    return libc::EAGAIN;
-                }
-                state
-                    .compare_exchange(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            }
-            Read => false,
+        let ok = match take(state, writers_waiting, mode, s) {
+            Ok(ok) => ok,
+            Err(e) => return e,
         };
         if ok {
             if mode == Write {

@@ -220,10 +220,10 @@ hook! {
         // SAFETY: the caller's semaphore.
         if emulating && !unsafe { remote(s) } {
             if wake_one(s as usize) {
-                // SAFETY: the caller's semaphore, private (not remote).
-                if let Some(h) = unsafe { handed(s) } {
-                    h.store(h.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-                }
+                // SAFETY: the caller's semaphore, process-private (not
+                // remote), so the word is ours (see `handed`).
+                let h = unsafe { word(s as usize, HANDED) };
+                h.store(h.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
                 return 0;
             }
             // SAFETY: the caller's semaphore, forwarded unchanged.
