@@ -333,7 +333,7 @@ impl Fiber {
     /// Must be called by this fiber's own code while it runs (on its own
     /// stack): suspending another fiber, or from outside any, would switch
     /// away on the wrong stack.
-    #[inline]
+    #[inline(always)]
     pub unsafe fn suspend(&self) {
         // SAFETY: we run on this fiber's stack (the caller's contract), so
         // it has started and its yielder is set and live.

@@ -80,7 +80,7 @@ pub use deadlock::DEADLOCK_EXIT_CODE;
 pub use fd::{forget_fd, registered_high, wait_fd, wait_fds, Interest};
 pub use fork::{in_loop, reset_after_fork, set_poll_hook};
 pub use handover::{yield_now, yield_to_hub};
-pub use park::{park, park_object, parked, parked_where, unpark, unpark_best, unpark_where, Park};
+pub use park::{park, park_object, parked, parked_where, unpark, unpark_best, unpark_one, unpark_where, Park};
 pub use per_thread::PerThread;
 pub use pool::{offload, pool_size};
 pub use priority::{preempt_point, preempt_wanted, set_priority};
@@ -137,7 +137,7 @@ pub(crate) struct Hub {
     /// ([`handover`]).
     handing_over: Cell<Handover>,
     /// A fiber that blocked and handed over to the only runnable one
-    /// ([`Hub::block_fiber`]); null once woken without being queued.
+    /// ([`Hub::hand_over_blocked`]); null once woken without being queued.
     blocked_resumer: Cell<*const Task>,
     /// Direct hand-overs left before the next trip through the root.
     direct_left: Cell<u32>,

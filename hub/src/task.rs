@@ -245,8 +245,15 @@ impl Hub {
         let timer = deadline.map(|d| self.arm_timer(cur, d));
         if cur.is_root() {
             self.run_root(cur);
-        } else {
-            self.block_fiber(Rc::as_ptr(cur));
+        } else if self.hand_over_blocked(Rc::as_ptr(cur)) {
+            // The switch away is made here, in the frame of the hook that
+            // parks, not in a helper's: after a switch every return made
+            // on the resumed stack pops the other stack's entry off the
+            // CPU's return predictor, so each frame between the hook and
+            // the switch costs two mispredicted returns a round trip
+            // (docs/DESIGN.md, "Locks at the cost of a switch").
+            // SAFETY: `cur` is the running task, a fiber.
+            unsafe { cur.suspend() }
         }
         let reason = cur.reason.get();
         if let Some(k) = timer {
@@ -258,8 +265,9 @@ impl Hub {
         reason
     }
 
-    /// Switches away from `me`, the running fiber, which has just blocked,
-    /// until it is woken.
+    /// Makes the switch away from `me`, the running fiber, which has just
+    /// blocked, if it is a hand-over; returns whether the caller must still
+    /// suspend `me` (to the fiber or root that resumed it) until it is woken.
     ///
     /// When exactly one other fiber is runnable, FIFO runs it next anyway:
     /// resume it from our own stack, as a yield does (see
@@ -268,7 +276,7 @@ impl Hub {
     /// root. Control comes back here when it suspends; if it woke us
     /// meanwhile we just go on, else we switch to the root as usual.
     #[inline]
-    fn block_fiber(&self, me: *const Task) {
+    fn hand_over_blocked(&self, me: *const Task) -> bool {
         // SAFETY: `me` is the running task (the caller's), a fiber.
         let t = unsafe { &*me };
         // Under priorities the root chooses who runs next (see `priority`).
@@ -287,22 +295,24 @@ impl Hub {
             }
             self.budget_spent();
         }
-        // SAFETY: `me` is the running fiber.
-        unsafe { t.suspend() }
+        true
     }
 
     /// `me` was woken by the fiber it handed over to. Not `queued` (see
     /// [`Hub::wake_raw`]), or queued at the front, it just goes on running;
-    /// queued behind others, it lets them go first, as FIFO order says.
+    /// queued behind others, it lets them go first, as FIFO order says:
+    /// returns `true` for the caller to suspend it as runnable.
     #[inline]
-    fn woken_while_handing_over(&self, me: *const Task, queued: bool) {
+    fn woken_while_handing_over(&self, me: *const Task, queued: bool) -> bool {
         // SAFETY: `me` is the running fiber.
         let t = unsafe { &*me };
         if !queued || self.runq.remove(me) {
             t.state.set(State::Running);
+            false
         } else {
-            // SAFETY: `me` is the running fiber; the root requeues it.
-            unsafe { t.suspend_runnable() }
+            // The root requeues it.
+            t.state.set(State::Runnable);
+            true
         }
     }
 
@@ -328,7 +338,7 @@ impl Hub {
         task.reason.set(reason);
         task.state.set(State::Runnable);
         if std::ptr::eq(t, self.blocked_resumer.get()) && self.runq.len() == 1 {
-            // A fiber blocked in `block_fiber` whose stack the running
+            // A fiber blocked in `hand_over_blocked` whose stack the running
             // fiber, the only one queued, returns to when it suspends: FIFO
             // runs it right after that one anyway, and it will just go on.
             self.blocked_resumer.set(std::ptr::null());

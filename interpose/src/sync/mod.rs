@@ -195,7 +195,7 @@ fn wake_one(addr: usize) -> bool {
     if hub::internal::priorities_differ() {
         hub::unpark_best(addr, |t| Some(tag_priority(t)))
     } else {
-        hub::unpark(addr, 1) == 1
+        hub::unpark_one(addr)
     }
 }
 
