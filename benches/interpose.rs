@@ -13,7 +13,9 @@
 //! 4. pthread synchronisation (`tests/c/bench_sync.c`): condvar ping-pong
 //!    main↔thread and thread↔thread, semaphore ping-pong, barrier rounds
 //!    (target ≥ 50× faster each; each also beside the unpatched program
-//!    pinned to one CPU, where its wake-ups cost least), uncontended mutex and rwlock read
+//!    pinned to one CPU, where its wake-ups cost least, and patched again
+//!    with fibers sharing their thread's TLS, to show what the two
+//!    thread-pointer writes of a round trip cost), uncontended mutex and rwlock read
 //!    lock+unlock (target ≤ glibc's own cost), and the system calls per
 //!    condvar round trip (target 0);
 //! 5. process-shared objects (`tests/c/pshared_pingpong.c`): a parent and
@@ -124,25 +126,29 @@ fn on_one_cpu<R>(f: impl FnOnce() -> R) -> R {
 
 /// One `bench_sync` ping-pong mode, unpatched on any CPU, unpatched with
 /// both threads on one CPU (where a wake-up is cheapest: the fair
-/// baseline), and patched: medians of interleaved runs, in ns per round
+/// baseline), patched, and patched with fibers sharing their thread's TLS
+/// (`GREENHOOK_TLS=shared`: no thread-pointer write at a switch, which
+/// shows what those cost): medians of interleaved runs, in ns per round
 /// trip.
-fn sync_pingpong(mode: &str) -> (f64, f64, f64) {
+fn sync_pingpong(mode: &str) -> [f64; 4] {
     let bin = util::compile("bench_sync");
     let (np, nu) = if quick() {
         ("200000", "20000")
     } else {
         ("2000000", "100000")
     };
-    let (mut plain, mut pinned, mut patched) = (Vec::new(), Vec::new(), Vec::new());
+    let mut runs: [Vec<f64>; 4] = Default::default();
     for _ in 0..if quick() { 3 } else { 5 } {
         let r = util::run(&bin, &[mode, nu], false, &[]);
-        plain.push(stderr_value(&r.stderr, "ns").expect("unpatched run"));
+        runs[0].push(stderr_value(&r.stderr, "ns").expect("unpatched run"));
         let r = on_one_cpu(|| util::run(&bin, &[mode, nu], false, &[]));
-        pinned.push(stderr_value(&r.stderr, "ns").expect("unpatched run on one CPU"));
+        runs[1].push(stderr_value(&r.stderr, "ns").expect("unpatched run on one CPU"));
         let r = util::run(&bin, &[mode, np], true, &[]);
-        patched.push(stderr_value(&r.stderr, "ns").expect("patched run"));
+        runs[2].push(stderr_value(&r.stderr, "ns").expect("patched run"));
+        let r = util::run(&bin, &[mode, np], true, &[("GREENHOOK_TLS", "shared")]);
+        runs[3].push(stderr_value(&r.stderr, "ns").expect("patched run, shared TLS"));
     }
-    (median(plain), median(pinned), median(patched))
+    runs.map(median)
 }
 
 /// One uncontended `bench_sync` mode (`mutex`, `rwlock`): medians of
@@ -245,12 +251,17 @@ fn main() {
         ("sem-threads", "semaphore ping-pong, thread ↔ thread"),
         ("barrier", "barrier, 2 threads (per round)"),
     ] {
-        let (u, u1, p) = sync_pingpong(mode);
+        let [u, u1, p, ps] = sync_pingpong(mode);
         println!("{label:<52} {u:>9.1} ns {p:>9.1} ns {:>7.1}× faster", u / p);
         println!(
             "{:<52} {u1:>9.1} ns {p:>9.1} ns {:>7.1}× faster",
             "  … unpatched with both threads on one CPU",
             u1 / p
+        );
+        println!(
+            "{:<52} {u1:>9.1} ns {ps:>9.1} ns {:>7.1}× faster",
+            "  … the same, fibers sharing their thread's TLS",
+            u1 / ps
         );
     }
     for (mode, label) in [
