@@ -274,7 +274,8 @@ impl Hub {
     /// [`handover`](crate::handover)), so a lock or condvar hand-over
     /// between two fibers is one coroutine round trip, not two through the
     /// root. Control comes back here when it suspends; if it woke us
-    /// meanwhile we just go on, else we switch to the root as usual.
+    /// meanwhile we just go on (`false`), else the caller suspends (`true`),
+    /// as it does when no hand-over could be made.
     #[inline]
     fn hand_over_blocked(&self, me: *const Task) -> bool {
         // SAFETY: `me` is the running task (the caller's), a fiber.
