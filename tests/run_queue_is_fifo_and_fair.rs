@@ -226,3 +226,67 @@ fn handed_over_fiber_that_exits_is_joined() {
     assert_eq!(*log.borrow(), ["a0", "b0", "a1", "b exits", "a2", "a3"]);
     assert_eq!(hub::live_fibers(), 0);
 }
+
+/// A fiber that blocks and hands over to the only runnable one, which then
+/// wakes a third fiber and only after it the first, and blocks: the first
+/// finds itself queued behind the third, and lets it run first, as FIFO
+/// says (it suspends as runnable from its own park).
+#[test]
+fn blocked_fiber_woken_by_the_one_it_handed_over_to_keeps_fifo_order() {
+    const KX: usize = 0x1000;
+    const KY: usize = 0x2000;
+    const KZ: usize = 0x3000;
+    const KY2: usize = 0x4000;
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let (lz, ly, lx) = (log.clone(), log.clone(), log.clone());
+    let z = hub::spawn(hub::Spawn::default(), move || {
+        lz.borrow_mut().push("z parks");
+        hub::park(KZ, None, || true);
+        lz.borrow_mut().push("z");
+    })
+    .unwrap();
+    let y = hub::spawn(hub::Spawn::default(), move || {
+        ly.borrow_mut().push("y parks");
+        hub::park(KY, None, || true);
+        ly.borrow_mut().push("y wakes z, then x");
+        assert_eq!(hub::unpark(KZ, 1), 1);
+        assert_eq!(hub::unpark(KX, 1), 1);
+        hub::park(KY2, None, || true);
+        ly.borrow_mut().push("y ends");
+    })
+    .unwrap();
+    // Both park, so that x finds y the only runnable fiber when it blocks.
+    hub::yield_now();
+    let x = hub::spawn(hub::Spawn::default(), move || {
+        lx.borrow_mut().push("x wakes y");
+        assert_eq!(hub::unpark(KY, 1), 1);
+        hub::park(KX, None, || true);
+        lx.borrow_mut().push("x");
+        // Let y end first.
+        assert_eq!(hub::unpark(KY2, 1), 1);
+        hub::park(
+            KX,
+            Some(std::time::Instant::now() + std::time::Duration::from_millis(1)),
+            || true,
+        );
+        lx.borrow_mut().push("x ends");
+    })
+    .unwrap();
+    hub::join(&x);
+    hub::join(&y);
+    hub::join(&z);
+    assert_eq!(
+        *log.borrow(),
+        [
+            "z parks",
+            "y parks",
+            "x wakes y",
+            "y wakes z, then x",
+            "z",
+            "x",
+            "y ends",
+            "x ends"
+        ]
+    );
+    assert_eq!(hub::live_fibers(), 0);
+}
