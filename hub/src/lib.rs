@@ -80,7 +80,7 @@ pub use deadlock::DEADLOCK_EXIT_CODE;
 pub use fd::{forget_fd, registered_high, wait_fd, wait_fds, Interest};
 pub use fork::{in_loop, reset_after_fork, set_poll_hook};
 pub use handover::{yield_now, yield_to_hub};
-pub use park::{park, park_object, parked, parked_where, unpark, unpark_best, unpark_one, unpark_where, Park};
+pub use park::{park, park_object, parked, parked_where, unpark, unpark_best, unpark_where, Park};
 pub use per_thread::PerThread;
 pub use pool::{offload, pool_size};
 pub use priority::{preempt_point, preempt_wanted, set_priority};

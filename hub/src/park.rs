@@ -111,13 +111,6 @@ pub fn unpark(key: usize, n: usize) -> usize {
     woken
 }
 
-/// Wakes the oldest task parked on `key`; returns whether there was one.
-/// [`unpark`] for one waiter, with no loop for the caller to inline.
-#[inline]
-pub fn unpark_one(key: usize) -> bool {
-    Hub::existing().is_some_and(|hub| hub.waits.bucket(key).wake_where_keyed(hub, Some(key), |_| true))
-}
-
 /// Wakes the oldest task parked on `key` whose tag satisfies `pick`.
 #[inline]
 pub fn unpark_where(key: usize, pick: impl FnMut(u32) -> bool) -> bool {

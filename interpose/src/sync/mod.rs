@@ -195,7 +195,8 @@ fn wake_one(addr: usize) -> bool {
     if hub::internal::priorities_differ() {
         hub::unpark_best(addr, |t| Some(tag_priority(t)))
     } else {
-        hub::unpark_one(addr)
+        // One waiter, with no loop for the caller to inline (as `unpark`'s).
+        hub::unpark_where(addr, |_| true)
     }
 }
 
