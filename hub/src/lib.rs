@@ -57,6 +57,7 @@ mod deadlock;
 mod fd;
 mod fork;
 mod handover;
+mod list;
 mod park;
 mod per_thread;
 mod pool;

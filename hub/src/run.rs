@@ -12,6 +12,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use crate::list::{Linked, Links, List};
 use crate::stats::bump;
 use crate::{fork, monitor, Hub, State, Task};
 
@@ -23,34 +24,23 @@ use crate::{fork, monitor, Hub, State, Task};
 /// exactly one fiber runnable, and which?
 pub(crate) struct RunQueue {
     /// # Invariant
-    /// The first and last queued tasks (null when empty); every task
-    /// between them, linked through [`Links`], is queued exactly once and
-    /// owns one strong count that the queue gave up by `Rc::into_raw`.
-    head: Cell<*const Task>,
-    tail: Cell<*const Task>,
+    /// Every task linked here is queued exactly once and owns one strong
+    /// count that the queue gave up by `Rc::into_raw`; `len` counts them.
+    list: List<Task>,
     len: Cell<usize>,
 }
 
-/// A task's links in the run queue: its neighbours while queued.
-pub(crate) struct Links {
-    next: Cell<*const Task>,
-    prev: Cell<*const Task>,
-}
-
-impl Links {
-    pub(crate) const fn new() -> Links {
-        Links {
-            next: Cell::new(std::ptr::null()),
-            prev: Cell::new(std::ptr::null()),
-        }
+impl Linked for Task {
+    #[inline(always)]
+    fn links(&self) -> &Links<Task> {
+        &self.queue
     }
 }
 
 impl RunQueue {
     pub(crate) fn new() -> RunQueue {
         RunQueue {
-            head: Cell::new(std::ptr::null()),
-            tail: Cell::new(std::ptr::null()),
+            list: List::new(),
             len: Cell::new(0),
         }
     }
@@ -60,7 +50,7 @@ impl RunQueue {
         if crate::internal::priorities_differ() {
             return self.place(t, false);
         }
-        self.link_after(Rc::into_raw(t), self.tail.get());
+        self.link_after(Rc::into_raw(t), self.list.tail());
     }
 
     /// Puts `t` first (see [`Hub::wake_raw`](crate::Hub::wake_raw)). Once
@@ -78,46 +68,17 @@ impl RunQueue {
     #[inline(always)]
     fn link_after(&self, t: *const Task, prev: *const Task) {
         // SAFETY: `t` is alive (the queue owns a strong count of it) and not
-        // queued; `prev`, when not null, is queued, so alive.
-        let (l, next) = unsafe {
-            let next = match prev.as_ref() {
-                Some(p) => p.queue.next.get(),
-                None => self.head.get(),
-            };
-            (&(*t).queue, next)
-        };
-        l.prev.set(prev);
-        l.next.set(next);
-        // SAFETY: queued tasks are alive (the invariant).
-        unsafe {
-            match prev.as_ref() {
-                Some(p) => p.queue.next.set(t),
-                None => self.head.set(t),
-            }
-            match next.as_ref() {
-                Some(n) => n.queue.prev.set(t),
-                None => self.tail.set(t),
-            }
-        }
+        // queued; `prev`, when not null, is queued; queued tasks are alive
+        // (the invariant).
+        unsafe { self.list.link_after(t, prev) };
         self.len.set(self.len.get() + 1);
     }
 
     /// Unlinks the queued task `t`; the caller takes over its strong count.
     #[inline(always)]
     fn unlink(&self, t: *const Task) {
-        // SAFETY: `t` is queued, so alive, and so are its neighbours.
-        unsafe {
-            let l = &(*t).queue;
-            let (prev, next) = (l.prev.get(), l.next.get());
-            match prev.as_ref() {
-                Some(p) => p.queue.next.set(next),
-                None => self.head.set(next),
-            }
-            match next.as_ref() {
-                Some(n) => n.queue.prev.set(prev),
-                None => self.tail.set(prev),
-            }
-        }
+        // SAFETY: `t` is queued; queued tasks are alive (the invariant).
+        unsafe { self.list.unlink(t) };
         self.len.set(self.len.get() - 1);
     }
 
@@ -131,7 +92,7 @@ impl RunQueue {
         let p = t.prio.get();
         // The last queued task that stays before `t` (null: none).
         let mut prev = std::ptr::null();
-        let mut at = self.head.get();
+        let mut at = self.list.head();
         // SAFETY: queued tasks are alive (the invariant).
         while let Some(x) = unsafe { at.as_ref() } {
             let before = if first { x.prio.get() > p } else { x.prio.get() >= p };
@@ -139,7 +100,7 @@ impl RunQueue {
                 break;
             }
             prev = at;
-            at = x.queue.next.get();
+            at = x.queue.next();
         }
         self.link_after(Rc::into_raw(t), prev);
     }
@@ -147,11 +108,11 @@ impl RunQueue {
     /// The highest priority queued (the front's: see [`RunQueue::place`]).
     pub(crate) fn best(&self) -> Option<u32> {
         // SAFETY: a queued task is alive (the invariant).
-        unsafe { self.head.get().as_ref() }.map(|t| t.prio.get())
+        unsafe { self.list.head().as_ref() }.map(|t| t.prio.get())
     }
 
     pub(crate) fn pop_front(&self) -> Option<Rc<Task>> {
-        let t = self.head.get();
+        let t = self.list.head();
         if t.is_null() {
             return None;
         }
@@ -162,9 +123,9 @@ impl RunQueue {
 
     /// Moves the front entry, which must be `t`, to the back.
     pub(crate) fn rotate_front_to_back(&self, t: *const Task) {
-        debug_assert!(std::ptr::eq(self.head.get(), t));
+        debug_assert!(std::ptr::eq(self.list.head(), t));
         self.unlink(t);
-        self.link_after(t, self.tail.get());
+        self.link_after(t, self.list.tail());
     }
 
     /// Takes `t` out of the queue; returns whether it was at the front.
@@ -174,7 +135,7 @@ impl RunQueue {
 
     /// Takes `t` out of the queue; returns where it was, if it was queued.
     pub(crate) fn take_out(&self, t: *const Task) -> Option<usize> {
-        let mut at = self.head.get();
+        let mut at = self.list.head();
         let mut i = 0;
         // SAFETY: queued tasks are alive (the invariant).
         while let Some(x) = unsafe { at.as_ref() } {
@@ -185,7 +146,7 @@ impl RunQueue {
                 return Some(i);
             }
             i += 1;
-            at = x.queue.next.get();
+            at = x.queue.next();
         }
         None
     }
@@ -197,14 +158,13 @@ impl RunQueue {
 
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.head.get().is_null()
+        self.list.head().is_null()
     }
 
     /// Empties the queue without dropping its entries' strong counts: they
     /// leak (a `fork` child's lost fibers, see `fork`).
     pub(crate) fn leak_all(&self) {
-        self.head.set(std::ptr::null());
-        self.tail.set(std::ptr::null());
+        self.list.forget_all();
         self.len.set(0);
     }
 
@@ -212,7 +172,7 @@ impl RunQueue {
     /// queued.
     #[inline(always)]
     pub(crate) fn sole(&self) -> Option<*const Task> {
-        (self.len.get() == 1).then(|| self.head.get())
+        (self.len.get() == 1).then(|| self.list.head())
     }
 }
 

@@ -93,7 +93,7 @@ pub struct Task {
     /// Its real-time scheduling priority, 0 for none ([`priority`](crate::priority)).
     pub(crate) prio: Cell<u32>,
     /// Its links in the hub's run queue, while it is queued.
-    pub(crate) queue: crate::run::Links,
+    pub(crate) queue: crate::list::Links<Task>,
 }
 
 impl Task {
@@ -116,7 +116,7 @@ impl Task {
             cpu: Cell::new(0),
             hooks: Cell::new(1),
             prio: Cell::new(0),
-            queue: crate::run::Links::new(),
+            queue: crate::list::Links::new(),
         }
     }
 

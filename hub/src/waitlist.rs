@@ -18,16 +18,18 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Instant;
 
+use crate::list::{Linked, Links, List};
 use crate::park::Park;
 use crate::stats::bump;
 use crate::{Hub, State, Task, Waiting, Wake};
 
 /// A FIFO of parked tasks, two words of the caller's memory (all zero is
 /// an empty list).
-#[repr(C)]
+#[repr(transparent)]
 pub struct WaitList {
-    head: Cell<*const Node>,
-    tail: Cell<*const Node>,
+    /// # Invariant
+    /// Every linked node is alive (see `Node::task`) and has `linked` set.
+    list: List<Node>,
 }
 
 /// One parked task, on its own stack (see [`WaitList::park`]).
@@ -44,9 +46,15 @@ struct Node {
     /// The caller's word: what [`WaitList::wake_best`] ranks by, or what a
     /// waiter wants (a reader or a writer).
     tag: u32,
-    next: Cell<*const Node>,
-    prev: Cell<*const Node>,
+    links: Links<Node>,
     linked: Cell<bool>,
+}
+
+impl Linked for Node {
+    #[inline(always)]
+    fn links(&self) -> &Links<Node> {
+        &self.links
+    }
 }
 
 impl Default for WaitList {
@@ -58,10 +66,7 @@ impl Default for WaitList {
 impl WaitList {
     /// An empty list.
     pub const fn new() -> WaitList {
-        WaitList {
-            head: Cell::new(std::ptr::null()),
-            tail: Cell::new(std::ptr::null()),
-        }
+        WaitList { list: List::new() }
     }
 
     /// The list kept at `p`.
@@ -72,14 +77,15 @@ impl WaitList {
     /// parked on the list, and that only this OS thread touches meanwhile.
     #[inline(always)]
     pub unsafe fn at<'a>(p: usize) -> &'a WaitList {
-        // SAFETY: per the contract; `WaitList` is two pointer-sized cells.
+        // SAFETY: per the contract; `WaitList` is two pointer-sized cells
+        // (`List` is `repr(C)`, and `WaitList` a transparent wrapper).
         unsafe { &*(p as *const WaitList) }
     }
 
     /// Whether no task is parked here.
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
-        self.head.get().is_null()
+        self.list.head().is_null()
     }
 
     /// Parks the running task (a fiber, or the root, which runs the hub's
@@ -111,8 +117,7 @@ impl WaitList {
             seq: cur.seq.get(),
             key,
             tag,
-            next: Cell::new(std::ptr::null()),
-            prev: Cell::new(self.tail.get()),
+            links: Links::new(),
             linked: Cell::new(true),
         };
         self.link_back(&node);
@@ -166,16 +171,16 @@ impl WaitList {
             if key.is_none_or(|k| n.key == k) && pick(n.tag) {
                 return Some(n);
             }
-            p = n.next.get();
+            p = n.links.next();
         }
         None
     }
 
     /// [`WaitList::wake_where`] among the nodes of `key` (all, for `None`).
     pub(crate) fn wake_where_keyed(&self, hub: &Hub, key: Option<usize>, mut pick: impl FnMut(u32) -> bool) -> bool {
-        let mut p = self.head.get();
+        let mut p = self.list.head();
         while let Some(n) = self.find(p, key, &mut pick) {
-            p = n.next.get();
+            p = n.links.next();
             if self.take(hub, n) {
                 return true;
             }
@@ -192,14 +197,14 @@ impl WaitList {
     ) -> bool {
         loop {
             let mut best: Option<(&Node, u32)> = None;
-            let mut p = self.head.get();
+            let mut p = self.list.head();
             while let Some(n) = self.find(p, key, &mut |_| true) {
                 if let Some(r) = rank(n.tag) {
                     if best.is_none_or(|(_, b)| r > b) {
                         best = Some((n, r));
                     }
                 }
-                p = n.next.get();
+                p = n.links.next();
             }
             match best {
                 None => return false,
@@ -216,12 +221,12 @@ impl WaitList {
     /// counting no further than `most`.
     pub(crate) fn count_keyed(&self, key: Option<usize>, mut f: impl FnMut(u32) -> bool, most: usize) -> usize {
         let mut n = 0;
-        let mut p = self.head.get();
+        let mut p = self.list.head();
         while n < most {
             match self.find(p, key, &mut f) {
                 Some(node) => {
                     n += 1;
-                    p = node.next.get();
+                    p = node.links.next();
                 }
                 None => break,
             }
@@ -238,31 +243,18 @@ impl WaitList {
         hub.wake_raw(n.task, n.seq, Wake::Ready)
     }
 
+    #[inline]
     fn link_back(&self, n: &Node) {
-        let tail = self.tail.get();
-        if tail.is_null() {
-            self.head.set(n);
-        } else {
-            // SAFETY: a linked node is alive (see `Node::task`).
-            unsafe { (*tail).next.set(n) };
-        }
-        self.tail.set(n);
+        // SAFETY: `n` is alive (the caller's, on its stack) and not linked;
+        // linked nodes are alive (the invariant).
+        unsafe { self.list.push_back(n) };
     }
 
+    #[inline]
     fn unlink(&self, n: &Node) {
-        let (prev, next) = (n.prev.get(), n.next.get());
-        if prev.is_null() {
-            self.head.set(next);
-        } else {
-            // SAFETY: a linked node is alive (see `Node::task`).
-            unsafe { (*prev).next.set(next) };
-        }
-        if next.is_null() {
-            self.tail.set(prev);
-        } else {
-            // SAFETY: as above.
-            unsafe { (*next).prev.set(prev) };
-        }
+        // SAFETY: `n` is linked here (its `linked` says so); linked nodes
+        // are alive (the invariant).
+        unsafe { self.list.unlink(n) };
         n.linked.set(false);
     }
 }
