@@ -4,7 +4,7 @@
 //! for as long as it is parked, and a wake-up unlinks the node before it
 //! makes the task runnable. A list may live in the caller's memory (two
 //! words), or be one bucket of the hub's table of keyed queues
-//! ([`park`](crate::park)), where each node carries its key. This is what
+//! ([`park`](mod@crate::park)), where each node carries its key. This is what
 //! makes a lock or condvar hand-over cost about a fiber switch (see
 //! `interpose::sync`), and what lets the hub park a task from inside an
 //! allocator's lock without calling the allocator.
