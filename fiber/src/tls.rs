@@ -327,13 +327,82 @@ pub unsafe fn same_os_thread(tp: usize) -> bool {
 /// An `extern "C"` symbol of the process, by name.
 fn sym(name: &str) -> Result<*mut c_void, String> {
     let c = std::ffi::CString::new(name).expect("no NUL in symbol names");
-    // SAFETY: dlsym with RTLD_DEFAULT only reads the loader's tables.
-    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr()) };
+    // SAFETY: RTLD_DEFAULT.
+    let p = unsafe { dlsym_quietly(libc::RTLD_DEFAULT, &c) };
     if p.is_null() {
         Err(format!("{name} not found"))
     } else {
         Ok(p)
     }
+}
+
+/// `dlsym`, leaving the calling context's `dlerror()` state as it was.
+///
+/// glibc keeps that state in a thread-local (`__libc_dlerror_result`), and
+/// every `dl*` call starts by freeing the message a `dlerror()` call
+/// returned. A program that called `dlerror()` and then, say, `printf` with
+/// the message, would find it freed by the `dlsym` our first `printf` hook
+/// makes to find libc's function. So the state is set aside around the
+/// lookup (its place found by [`note_dlerror_slot`], at load), and an error
+/// of our own lookup is consumed with two `dlerror()` calls (the second
+/// frees it) before the program's is put back. Where the thread-local is
+/// not found this is plain `dlsym`.
+///
+/// `RTLD_NEXT` means the objects after the one this function is in: the
+/// preload library (or the test executable), as for a direct call.
+///
+/// # Safety
+/// `handle` is `RTLD_DEFAULT`, `RTLD_NEXT` or a live handle from `dlopen`.
+#[inline(never)]
+pub unsafe fn dlsym_quietly(handle: *mut c_void, name: &std::ffi::CStr) -> *mut c_void {
+    let slot = dlerror_slot();
+    // SAFETY: `slot` is the calling context's own glibc thread-local (its
+    // offset is the same in every block); dlsym with a valid handle (the
+    // contract) only reads the loader's tables; dlerror only frees what
+    // glibc allocated for our lookup.
+    unsafe {
+        let saved = slot.map(|s| s.replace(std::ptr::null_mut()));
+        let p = libc::dlsym(handle, name.as_ptr());
+        if let (Some(s), Some(saved)) = (slot, saved) {
+            if !s.read().is_null() {
+                libc::dlerror();
+                libc::dlerror();
+            }
+            s.write(saved);
+        }
+        p
+    }
+}
+
+/// Where `__libc_dlerror_result` is, relative to the thread pointer
+/// (libc's TLS is static, so the same in every context), once noted.
+static DLERROR_SLOT: OnceLock<Option<isize>> = OnceLock::new();
+
+/// Notes where glibc's `dlerror()` state is (see [`dlsym_quietly`]): once,
+/// early (the preload's constructor), since the lookup is itself a `dlsym`.
+pub fn note_dlerror_slot() {
+    DLERROR_SLOT.get_or_init(|| {
+        if cfg!(not(all(
+            target_arch = "x86_64",
+            target_os = "linux",
+            target_env = "gnu"
+        ))) {
+            return None;
+        }
+        // SAFETY: dlsym only reads the loader's tables; for a thread-local
+        // it answers with its place in the calling context.
+        let at = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__libc_dlerror_result".as_ptr()) } as usize;
+        let tp = arch::thread_pointer();
+        // In the static block, below the thread pointer.
+        (at != 0 && at < tp && tp - at < 1 << 20).then(|| at as isize - tp as isize)
+    });
+}
+
+/// The calling context's `__libc_dlerror_result`, if its place is known.
+fn dlerror_slot() -> Option<*mut *mut c_void> {
+    note_dlerror_slot();
+    let off = (*DLERROR_SLOT.get()?)?;
+    Some((arch::thread_pointer() as isize + off) as *mut *mut c_void)
 }
 
 /// A `_thread_db_*` field descriptor: `{bits, count, offset}`.
@@ -552,8 +621,8 @@ unsafe fn probe(g: &Glibc, tp: usize, libc_off: isize, libc_len: usize) -> Resul
     type SetSpecific = unsafe extern "C" fn(libc::pthread_key_t, *const c_void) -> i32;
     type KeyDelete = unsafe extern "C" fn(libc::pthread_key_t) -> i32;
     let next = |name: &std::ffi::CStr| {
-        // SAFETY: dlsym only reads the loader's tables.
-        let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+        // SAFETY: RTLD_NEXT.
+        let p = unsafe { dlsym_quietly(libc::RTLD_NEXT, name) };
         (!p.is_null()).then_some(p)
     };
     // glibc's own key functions (the interposer may hook these names).

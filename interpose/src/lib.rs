@@ -279,6 +279,8 @@ impl<F> AssertSend<F> {
 /// Load-time setup: patch when we are `libgreenhook.so` in LD_PRELOAD.
 #[ctor::ctor(unsafe)]
 fn init() {
+    // Before any lookup of ours (see `fiber::tls::dlsym_quietly`).
+    fiber::tls::note_dlerror_slot();
     if !loaded_as_shared_library() {
         return;
     }

@@ -14,8 +14,9 @@
 
 /// Resolves `name` (NUL-terminated) in the objects after ours.
 pub(crate) fn resolve(name: &'static [u8]) -> *mut libc::c_void {
-    // SAFETY: `name` is a NUL-terminated literal (checked by the macro).
-    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) };
+    let c = std::ffi::CStr::from_bytes_with_nul(name).expect("a NUL-terminated name");
+    // SAFETY: RTLD_NEXT.
+    let p = unsafe { fiber::tls::dlsym_quietly(libc::RTLD_NEXT, c) };
     if p.is_null() {
         let n = String::from_utf8_lossy(&name[..name.len() - 1]);
         let _g = hub::internal::Guard::new();

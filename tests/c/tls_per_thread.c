@@ -22,10 +22,15 @@
  *   cpu       sched_getcpu() in 4 threads (glibc reads it from the rseq area
  *             through the thread pointer): "cpu: 4/4 sane".
  *   dlopen    LIB (a shared library with `__thread` variables, built from
- *             tls_dlopen_lib.c) is dlopen'ed after 4 threads have started
- *             and are waiting; each then sets the library's variable to its
- *             id, sleeps 20 ms and reads it back, and reads a variable with
- *             an initial value.
+ *             tls_dlopen_lib.c, tls_static_lib.c or tls_desc_lib.c) is
+ *             dlopen'ed by main after 4 threads have started and are
+ *             waiting; each then sets the library's variable to its id,
+ *             sleeps 20 ms and reads it back, and reads a variable with an
+ *             initial value. First a library that is nowhere is dlopen'ed,
+ *             and dlerror's message printed.
+ *   dlopen-in-thread  the same, LIB dlopen'ed by thread 1 of the 4; a bare
+ *             name is found through the program's RUNPATH ($ORIGIN: the
+ *             directory the test libraries are built into).
  *   fork      a thread sets its `__thread` value and forks (while a second
  *             thread sleeps); the child checks the value, mallocs, makes a
  *             thread of its own (whose value starts at 0 and is its own),
@@ -54,7 +59,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-// link: -ldl
+// link: -ldl -Wl,-rpath,$ORIGIN -Wl,--enable-new-dtags
 
 static __thread int g_mine;
 static __thread int g_init = 42;
@@ -208,10 +213,31 @@ static void (*g_set)(int);
 static int (*g_get)(void);
 static int (*g_get_init)(void);
 static int g_dl_kept, g_dl_init;
+static const char *g_lib;
+static int g_loader; /* the thread id that loads the library, 0: main */
+
+static void load(void)
+{
+    /* A name that is nowhere: dlerror's message is the same either way. */
+    if (dlopen("libno_such_library_here.so", RTLD_NOW) == NULL)
+        printf("dlopen: %s\n", dlerror());
+    void *h = dlopen(g_lib, RTLD_NOW);
+    if (h == NULL) {
+        fprintf(stderr, "dlopen: %s\n", dlerror());
+        exit(1);
+    }
+    g_set = (void (*)(int))dlsym(h, "tls_lib_set");
+    g_get = (int (*)(void))dlsym(h, "tls_lib_get");
+    g_get_init = (int (*)(void))dlsym(h, "tls_lib_get_initialised");
+}
 
 static void *dlopen_thread(void *arg)
 {
     int id = (int)(long)arg;
+    if (id == g_loader) {
+        usleep(10000);
+        load();
+    }
     pthread_barrier_wait(&g_loaded); /* the library is loaded after we started */
     if (g_get_init() == 7)
         count(&g_dl_init);
@@ -222,21 +248,20 @@ static void *dlopen_thread(void *arg)
     return NULL;
 }
 
-static void dlopens(const char *lib)
+/* LIB is loaded by main (`loader` 0) or by thread 1, after 4 threads have
+   started. */
+static void dlopens(const char *lib, int loader)
 {
     pthread_t t[4];
+    g_lib = lib;
+    g_loader = loader;
     pthread_barrier_init(&g_loaded, NULL, 5);
     for (long i = 0; i < 4; i++)
         t[i] = spawn(dlopen_thread, (void *)(i + 1));
-    usleep(10000);
-    void *h = dlopen(lib, RTLD_NOW);
-    if (h == NULL) {
-        fprintf(stderr, "dlopen: %s\n", dlerror());
-        exit(1);
+    if (loader == 0) {
+        usleep(10000);
+        load();
     }
-    g_set = (void (*)(int))dlsym(h, "tls_lib_set");
-    g_get = (int (*)(void))dlsym(h, "tls_lib_get");
-    g_get_init = (int (*)(void))dlsym(h, "tls_lib_get_initialised");
     pthread_barrier_wait(&g_loaded);
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
@@ -394,7 +419,9 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "cpu"))
         cpus();
     else if (!strcmp(mode, "dlopen") && argc == 3)
-        dlopens(argv[2]);
+        dlopens(argv[2], 0);
+    else if (!strcmp(mode, "dlopen-in-thread") && argc == 3)
+        dlopens(argv[2], 1);
     else if (!strcmp(mode, "dtors"))
         dtors();
     else if (!strcmp(mode, "fork"))
@@ -402,7 +429,7 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "signal"))
         signals();
     else {
-        fprintf(stderr, "usage: %s vars|cleared|strerror|locale|cpu|dlopen LIB|fork|signal|dtors\n", argv[0]);
+        fprintf(stderr, "usage: %s vars|cleared|strerror|locale|cpu|dlopen LIB|dlopen-in-thread LIB|fork|signal|dtors\n", argv[0]);
         return 1;
     }
     return 0;

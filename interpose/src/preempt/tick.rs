@@ -473,8 +473,8 @@ mod frames {
     /// missing (then no preemption).
     pub(super) fn init() -> bool {
         let probe = |name: &std::ffi::CStr| {
-            // SAFETY: a valid C string; RTLD_DEFAULT searches every object.
-            unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) as usize }
+            // SAFETY: RTLD_DEFAULT searches every object.
+            unsafe { fiber::tls::dlsym_quietly(libc::RTLD_DEFAULT, name) as usize }
         };
         let libc_fn = probe(c"gnu_get_libc_version");
         let ld_fn = probe(c"_dl_get_tls_static_info");
