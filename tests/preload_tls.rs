@@ -67,6 +67,35 @@ fn dlopened_library_tls_is_per_thread() {
     differential("tls_per_thread", &["dlopen", lib.to_str().unwrap()]);
 }
 
+/// A library whose TLS glibc puts in the static block (initial-exec
+/// variables), dlopen'ed after the threads exist: glibc copies its initial
+/// image into the threads it knows of, and the preload into the fibers.
+#[test]
+fn dlopened_static_tls_library_starts_from_its_image_in_every_thread() {
+    let lib = compile_shared("tls_static_lib");
+    differential("tls_per_thread", &["dlopen", lib.to_str().unwrap()]);
+}
+
+/// The same for a library reached through TLS descriptors, which glibc
+/// puts in the static block when there is room.
+#[test]
+fn dlopened_tlsdesc_library_starts_from_its_image_in_every_thread() {
+    let lib = compile_shared("tls_desc_lib");
+    differential("tls_per_thread", &["dlopen", lib.to_str().unwrap()]);
+}
+
+/// A thread dlopens a library by bare name, found through the program's
+/// RUNPATH (`$ORIGIN`): glibc must still see the program as the caller
+/// under the preload's `dlopen` hook. The loading thread and the others
+/// start from the library's image, dynamic or static TLS alike.
+#[test]
+fn dlopen_in_a_thread_searches_the_programs_runpath_and_initialises_tls() {
+    for lib in ["tls_dlopen_lib", "tls_static_lib", "tls_desc_lib"] {
+        compile_shared(lib);
+        differential("tls_per_thread", &["dlopen-in-thread", &format!("lib{lib}.so")]);
+    }
+}
+
 /// Destructors registered with `__cxa_thread_atexit_impl` (C++
 /// `thread_local`'s) run at each thread's exit, on its own TLS, before its
 /// join returns.

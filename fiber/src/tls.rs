@@ -131,6 +131,9 @@ pub(crate) mod arch {
     }
 }
 
+#[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+pub mod loaded;
+
 /// What this module found out about glibc, once per process.
 pub(crate) struct Glibc {
     /// `_dl_get_tls_static_info`: bytes of a static TLS block, TCB included.

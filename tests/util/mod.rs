@@ -94,9 +94,10 @@ static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// `<target>/ctests/<name>` and returns the binary's path.
 ///
 /// The compiler runs only if the binary is missing or older than the source
-/// (or than any `.h` file in `tests/c`); libraries come from the source's
-/// `// link:` lines ([`link_flags`]). The output is written to a temporary
-/// name and renamed into place, so concurrent compilations (test threads or
+/// (or than any `.h` file in `tests/c`); libraries and extra compiler
+/// flags come from the source's `// link:` and `// cflags:` lines
+/// ([`marked_flags`]). The output is written to a temporary name and
+/// renamed into place, so concurrent compilations (test threads or
 /// separate test processes) never see a half-written binary. Compiler
 /// warnings are echoed to stderr; a failed compilation panics with the
 /// compiler's output.
@@ -158,10 +159,11 @@ fn build(name: &str, extra_flags: &[&str], out: &str) -> PathBuf {
         .args(CFLAGS)
         .args(extra.split_whitespace())
         .args(extra_flags)
+        .args(marked_flags(&src, "// cflags:"))
         .arg(&src)
         .arg("-o")
         .arg(&tmp)
-        .args(link_flags(&src))
+        .args(marked_flags(&src, "// link:"))
         .stdin(Stdio::null());
     let out = cmd
         .output()
@@ -182,12 +184,13 @@ fn build(name: &str, extra_flags: &[&str], out: &str) -> PathBuf {
     bin
 }
 
-/// The libraries a C program asks for on lines of its own of the form
-/// `// link: -luring` (given after the source file, as linkers want them).
-fn link_flags(src: &Path) -> Vec<String> {
+/// The flags a C source asks for on lines of its own that start with
+/// `marker`: `// link: -luring` (libraries, given after the source file, as
+/// linkers want them) or `// cflags: -mtls-dialect=gnu2` (given before it).
+fn marked_flags(src: &Path, marker: &str) -> Vec<String> {
     let text = std::fs::read_to_string(src).unwrap_or_default();
     text.lines()
-        .filter_map(|l| l.trim().strip_prefix("// link:"))
+        .filter_map(|l| l.trim().strip_prefix(marker))
         .flat_map(|flags| flags.split_whitespace().map(String::from))
         .collect()
 }

@@ -28,7 +28,9 @@
 //! - [`sched`]: scheduling policy and priority, per fiber;
 //! - [`cputime`]: thread CPU-time clocks, per fiber;
 //! - [`plain`]: pass-throughs, hooked to be points where a time slice may
-//!   end.
+//!   end;
+//! - `dlopen`: a library loaded while fibers exist gets its static TLS
+//!   initialised in their blocks (x86-64).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -44,6 +46,8 @@ use handle::Gone;
 
 pub mod cancel;
 pub mod cputime;
+#[cfg(all(target_arch = "x86_64", target_env = "gnu", not(greenhook_table)))]
+mod dlopen;
 pub mod exit;
 mod handle;
 pub mod keys;

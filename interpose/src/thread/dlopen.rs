@@ -1,0 +1,232 @@
+//! `dlopen` and `dlmopen`: a library loaded while fibers with TLS of their
+//! own exist gets its static TLS initialised in their blocks too, as glibc
+//! initialises it in its threads' (see `fiber::tls::loaded`).
+//!
+//! ## Decision: the hook is a trampoline that keeps the caller's address
+//! glibc's `dlopen` reads its own return address to find the calling
+//! object: its `DT_RUNPATH`, the `$ORIGIN` of a relative name, its link-map
+//! namespace. A hook that called the real `dlopen` would make every
+//! program's `dlopen` look as if greenhook had made it, and a plugin found
+//! through the program's `RUNPATH` would no longer be found. So the hook
+//! is a few instructions of assembly that ask [`before`] what to do and then
+//! jump to the real function with the caller's stack as it was, except that
+//! when fibers must be told about the load, the real function returns
+//! through a `ret` instruction found in the *caller's* object (so glibc
+//! sees the caller) to a stub that runs [`after`] and returns to the
+//! caller. Where there is nothing to do (no fiber has TLS of its own, or
+//! the hooks are off) it is a plain tail jump.
+//!
+//! Limits: the calling fiber's copy of the library's thread-locals reads
+//! zeros in the library's constructors (glibc would have initialised it
+//! first; the rest of the fiber's copy is right afterwards); a C++
+//! exception thrown through `dlopen` by a constructor cannot be unwound
+//! past the borrowed `ret` (it terminates the program); glibc's own
+//! `dlopen`s (NSS, iconv modules) are not seen; fibers of other OS
+//! threads' hubs (the Rust API, not the preload) are not initialised.
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use fiber::tls::loaded::Before;
+
+/// The real `dlopen` and `dlmopen` (the next definitions), resolved by the
+/// first [`before`] call.
+static REAL_DLOPEN: AtomicUsize = AtomicUsize::new(0);
+static REAL_DLMOPEN: AtomicUsize = AtomicUsize::new(0);
+
+/// What [`before`] tells the trampoline: a `ret` instruction in the
+/// caller's object to return through and the state to hand to [`after`],
+/// or zeros for a plain jump to the real function.
+#[repr(C)]
+struct Plan {
+    gadget: usize,
+    state: *mut State,
+}
+
+/// What [`before`] hands to [`after`] through the stack.
+struct State {
+    before: Before,
+    /// The fibers that existed before the load (a constructor may make
+    /// more, whose blocks are made with the library's image).
+    fibers: Vec<u64>,
+}
+
+/// Resolves `real` (`name` is NUL-terminated) once.
+fn resolve(real: &AtomicUsize, name: &'static [u8]) {
+    if real.load(Ordering::Relaxed) == 0 {
+        real.store(crate::real::resolve(name) as usize, Ordering::Relaxed);
+    }
+}
+
+/// Called by the trampoline with the caller's return address: resolves the
+/// real function, and decides whether fibers must hear of this load.
+extern "C" fn before<const M: bool>(ret: usize) -> Plan {
+    let nothing = Plan {
+        gadget: 0,
+        state: std::ptr::null_mut(),
+    };
+    // Never unwind into the trampoline (see `after`).
+    let plan = std::panic::catch_unwind(|| {
+        if M {
+            resolve(&REAL_DLMOPEN, b"dlmopen\0");
+        } else {
+            resolve(&REAL_DLOPEN, b"dlopen\0");
+        }
+        if !crate::gate::patched() || hub::live_fibers() == 0 || !fiber::tls::enabled() {
+            return nothing;
+        }
+        let _g = hub::internal::Guard::new();
+        let Some(gadget) = ret_in_object_of(ret) else {
+            return nothing;
+        };
+        let caller_tp = hub::with_current_fiber(|f| f.filter(|f| f.has_own_tls()).map(|f| f.thread_pointer()));
+        let mut fibers = Vec::new();
+        hub::for_each_task(|t| fibers.push(t.id()));
+        Plan {
+            gadget,
+            state: Box::into_raw(Box::new(State {
+                before: Before::take(caller_tp),
+                fibers,
+            })),
+        }
+    });
+    plan.unwrap_or_else(|_| abort_in(M))
+}
+
+/// Called by the trampoline's stub once the real function returned
+/// `handle`, with the state [`before`] made.
+extern "C" fn after<const M: bool>(state: *mut State, handle: *mut c_void) {
+    let errno = fiber::errno::get();
+    let r = std::panic::catch_unwind(|| {
+        // SAFETY: `before` made it with Box::into_raw, for this call only.
+        let State { before, fibers } = *unsafe { Box::from_raw(state) };
+        if handle.is_null() {
+            return;
+        }
+        let _g = hub::internal::Guard::new();
+        let loaded = before.loaded();
+        if loaded.is_empty() {
+            return;
+        }
+        hub::for_each_task(|t| {
+            if !fibers.contains(&t.id()) {
+                return;
+            }
+            if let Some(f) = t.fiber().filter(|f| f.has_own_tls()) {
+                // SAFETY: a live fiber of this hub (so of this OS thread,
+                // which is here): its block was made before the load.
+                unsafe { loaded.init(f.thread_pointer()) };
+            }
+        });
+    });
+    if r.is_err() {
+        abort_in(M)
+    }
+    fiber::errno::set(errno);
+}
+
+#[cold]
+fn abort_in(m: bool) -> ! {
+    let _g = hub::internal::Guard::new();
+    eprintln!(
+        "greenhook: panic inside the {} hook; aborting",
+        if m { "dlmopen" } else { "dlopen" }
+    );
+    std::process::abort()
+}
+
+/// A `ret` instruction (a 0xc3 byte in an executable segment) of the object
+/// whose code holds `addr`: glibc takes any address in the object for the
+/// caller. None for an address in no object (JIT code), where the load is
+/// left to the real function alone.
+fn ret_in_object_of(addr: usize) -> Option<usize> {
+    struct Search {
+        addr: usize,
+        found: Option<usize>,
+    }
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> libc::c_int {
+        // SAFETY: the loader passes a valid info; `data` is our Search.
+        unsafe {
+            let info = &*info;
+            let s = &mut *(data as *mut Search);
+            let base = info.dlpi_addr as usize;
+            let phdrs = std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
+            let loads = || phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD);
+            let holds = |p: &libc::Elf64_Phdr| {
+                (base + p.p_vaddr as usize..base + (p.p_vaddr + p.p_memsz) as usize).contains(&s.addr)
+            };
+            if !loads().any(holds) {
+                return 0;
+            }
+            for p in loads().filter(|p| p.p_flags & libc::PF_X != 0) {
+                // The segment's file bytes, mapped readable and executable.
+                let code = std::slice::from_raw_parts((base + p.p_vaddr as usize) as *const u8, p.p_filesz as usize);
+                if let Some(i) = code.iter().position(|&b| b == 0xc3) {
+                    s.found = Some(code.as_ptr() as usize + i);
+                    break;
+                }
+            }
+            1
+        }
+    }
+    let mut s = Search { addr, found: None };
+    // SAFETY: the callback only reads what the loader passes and writes `s`.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&raw mut s).cast()) };
+    s.found
+}
+
+/// The trampoline of `$name` (`$m`: whether it is `dlmopen`, whose three
+/// arguments are `rdi`, `rsi`, `rdx`; `dlopen` has two). The stack at the
+/// real function's entry, when fibers must hear of the load (`S` is the
+/// stack pointer at the hook's entry, where the caller's return address is):
+/// `S-32` the `ret` found in the caller's object, `S-24` the stub `2:`,
+/// `S-16` the state for `after`, `S` the caller's return address; the real
+/// function returns to the borrowed `ret`, which returns to the stub.
+macro_rules! trampoline {
+    ($name:literal, $m:literal, $real:ident) => {
+        const _: () = {
+            #[unsafe(naked)]
+            #[unsafe(export_name = $name)]
+            unsafe extern "C" fn trampoline() {
+                std::arch::naked_asm!(
+                    "push rdi",
+                    "push rsi",
+                    "push rdx",
+                    "mov rdi, [rsp + 24]",
+                    "call {before}",
+                    "mov r10, rdx",
+                    "mov r11, rax",
+                    "pop rdx",
+                    "pop rsi",
+                    "pop rdi",
+                    "mov rax, [rip + {real}]",
+                    "test r11, r11",
+                    "jz 3f",
+                    "mov [rsp - 16], r10",
+                    "lea rcx, [rip + 2f]",
+                    "mov [rsp - 24], rcx",
+                    "mov [rsp - 32], r11",
+                    "sub rsp, 32",
+                    "3:",
+                    "jmp rax",
+                    "2:",
+                    "mov [rsp + 8], rax",
+                    "mov rdi, [rsp]",
+                    "mov rsi, rax",
+                    "sub rsp, 8",
+                    "call {after}",
+                    "add rsp, 8",
+                    "mov rax, [rsp + 8]",
+                    "add rsp, 16",
+                    "ret",
+                    before = sym before::<$m>,
+                    after = sym after::<$m>,
+                    real = sym $real,
+                )
+            }
+        };
+    };
+}
+
+trampoline!("dlopen", false, REAL_DLOPEN);
+trampoline!("dlmopen", true, REAL_DLMOPEN);
