@@ -5,21 +5,4 @@
  * Built with util::compile_shared.
  */
 // cflags: -mtls-dialect=gnu2
-static __thread int tls_lib_value;
-/* Not static: a static one that nothing writes is read as a constant. */
-__thread int tls_lib_initialised = 7;
-
-void tls_lib_set(int v)
-{
-    tls_lib_value = v;
-}
-
-int tls_lib_get(void)
-{
-    return tls_lib_value;
-}
-
-int tls_lib_get_initialised(void)
-{
-    return tls_lib_initialised;
-}
+#include "tls_lib_body.h"
