@@ -61,6 +61,7 @@ fn resolve(real: &AtomicUsize, name: &'static [u8]) {
 /// Called by the trampoline with the caller's return address: resolves the
 /// real function, and decides whether fibers must hear of this load.
 extern "C" fn before<const M: bool>(ret: usize) -> Plan {
+    let errno = fiber::errno::get();
     let nothing = Plan {
         gadget: 0,
         state: std::ptr::null_mut(),
@@ -90,7 +91,9 @@ extern "C" fn before<const M: bool>(ret: usize) -> Plan {
             })),
         }
     });
-    plan.unwrap_or_else(|_| abort_in(M))
+    let plan = plan.unwrap_or_else(|_| abort_in(M));
+    fiber::errno::set(errno);
+    plan
 }
 
 /// Called by the trampoline's stub once the real function returned
