@@ -67,6 +67,14 @@ fn dlopened_library_tls_is_per_thread() {
     differential("tls_per_thread", &["dlopen", lib.to_str().unwrap()]);
 }
 
+/// `dlerror()`'s message stays valid until the thread's next `dl*` call,
+/// whatever the preload looks up meanwhile (its hooks' first `dlsym`s, the
+/// `dlsym` std makes when the offload pool starts a thread).
+#[test]
+fn dlerror_message_survives_the_preloads_own_lookups() {
+    differential("tls_per_thread", &["dlerror"]);
+}
+
 /// A library whose TLS glibc puts in the static block (initial-exec
 /// variables), dlopen'ed after the threads exist: glibc copies its initial
 /// image into the threads it knows of, and the preload into the fibers.

@@ -339,17 +339,41 @@ fn sym(name: &str) -> Result<*mut c_void, String> {
     }
 }
 
-/// `dlsym`, leaving the calling context's `dlerror()` state as it was.
+/// Runs `f` (greenhook's own code) with the calling context's `dlerror()`
+/// state set aside, and puts it back.
 ///
 /// glibc keeps that state in a thread-local (`__libc_dlerror_result`), and
 /// every `dl*` call starts by freeing the message a `dlerror()` call
 /// returned. A program that called `dlerror()` and then, say, `printf` with
 /// the message, would find it freed by the `dlsym` our first `printf` hook
-/// makes to find libc's function. So the state is set aside around the
-/// lookup (its place found by [`note_dlerror_slot`], at load), and an error
-/// of our own lookup is consumed with two `dlerror()` calls (the second
-/// frees it) before the program's is put back. Where the thread-local is
-/// not found this is plain `dlsym`.
+/// makes to find libc's function, or by the one std makes when our offload
+/// pool starts its first thread (`__pthread_get_minstack`). So the state is
+/// set aside around such code (its place found by [`note_dlerror_slot`], at
+/// load), and an error of our own is consumed with two `dlerror()` calls
+/// (the second frees it) before the program's is put back. Where the
+/// thread-local is not found, `f` just runs.
+///
+/// Not for code that runs the program's own (a callback may `dlopen`, and
+/// its `dlerror()` state must then stay).
+pub fn keeping_dlerror<R>(f: impl FnOnce() -> R) -> R {
+    let Some(slot) = dlerror_slot() else { return f() };
+    // SAFETY: `slot` is the calling context's own glibc thread-local (its
+    // offset is the same in every block; `f` runs in this context); dlerror
+    // only frees what glibc allocated for our own failed call.
+    unsafe {
+        let saved = slot.replace(std::ptr::null_mut());
+        let r = f();
+        if !slot.read().is_null() {
+            libc::dlerror();
+            libc::dlerror();
+        }
+        slot.write(saved);
+        r
+    }
+}
+
+/// `dlsym`, leaving the calling context's `dlerror()` state as it was (see
+/// [`keeping_dlerror`]).
 ///
 /// `RTLD_NEXT` means the objects after the one this function is in: the
 /// preload library (or the test executable), as for a direct call.
@@ -358,23 +382,9 @@ fn sym(name: &str) -> Result<*mut c_void, String> {
 /// `handle` is `RTLD_DEFAULT`, `RTLD_NEXT` or a live handle from `dlopen`.
 #[inline(never)]
 pub unsafe fn dlsym_quietly(handle: *mut c_void, name: &std::ffi::CStr) -> *mut c_void {
-    let slot = dlerror_slot();
-    // SAFETY: `slot` is the calling context's own glibc thread-local (its
-    // offset is the same in every block); dlsym with a valid handle (the
-    // contract) only reads the loader's tables; dlerror only frees what
-    // glibc allocated for our lookup.
-    unsafe {
-        let saved = slot.map(|s| s.replace(std::ptr::null_mut()));
-        let p = libc::dlsym(handle, name.as_ptr());
-        if let (Some(s), Some(saved)) = (slot, saved) {
-            if !s.read().is_null() {
-                libc::dlerror();
-                libc::dlerror();
-            }
-            s.write(saved);
-        }
-        p
-    }
+    // SAFETY: dlsym with a valid handle (the contract) only reads the
+    // loader's tables.
+    keeping_dlerror(|| unsafe { libc::dlsym(handle, name.as_ptr()) })
 }
 
 /// Where `__libc_dlerror_result` is, relative to the thread pointer

@@ -97,9 +97,12 @@ pub(crate) fn register() -> Option<Arc<Beat>> {
         install_handler();
         let _g = internal::Guard::new();
         let t = m.threshold;
-        let _ = std::thread::Builder::new()
-            .name("greenhook-stall-monitor".into())
-            .spawn(move || watch(t));
+        // As the offload pool's spawn (`pool.rs`): std's first spawn makes a `dlsym`.
+        let _ = fiber::tls::keeping_dlerror(|| {
+            std::thread::Builder::new()
+                .name("greenhook-stall-monitor".into())
+                .spawn(move || watch(t))
+        });
     }
     Some(beat)
 }

@@ -70,10 +70,14 @@ fn submit(job: Job) {
             .is_ok()
     {
         let _g = internal::Guard::new();
-        let r = std::thread::Builder::new()
-            .name("greenhook-pool".into())
-            .stack_size(256 * 1024)
-            .spawn(worker);
+        // std looks up `__pthread_get_minstack` with `dlsym` at its first
+        // spawn: the program's `dlerror()` message must survive it.
+        let r = fiber::tls::keeping_dlerror(|| {
+            std::thread::Builder::new()
+                .name("greenhook-pool".into())
+                .stack_size(256 * 1024)
+                .spawn(worker)
+        });
         if let Err(e) = r {
             POOL.workers.fetch_sub(1, Ordering::SeqCst);
             if POOL.workers.load(Ordering::SeqCst) == 0 {

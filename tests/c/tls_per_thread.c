@@ -28,7 +28,11 @@
  *             sleeps 20 ms and reads it back, and reads a variable with an
  *             initial value. First a library that is nowhere is dlopen'ed,
  *             and dlerror's message printed.
- *   dlopen-in-thread  the same, LIB dlopen'ed by thread 1 of the 4; a bare
+ *   dlerror   a thread's dlopen of a library that is nowhere fails; it
+ *             takes dlerror()'s message, looks up "localhost" (under the
+ *             preload the offload pool's first job: a thread is started),
+ *             then prints the message.
+ *   dlopen-in-thread  the same as dlopen, LIB dlopen'ed by thread 1 of the 4; a bare
  *             name is found through the program's RUNPATH ($ORIGIN: the
  *             directory the test libraries are built into).
  *   fork      a thread sets its `__thread` value and forks (while a second
@@ -51,6 +55,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <locale.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -204,6 +209,29 @@ static void cpus(void)
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
     printf("cpu: %d/4 sane\n", g_sane);
+}
+
+/* ---- dlerror ---- */
+
+static void *dlerror_thread(void *arg)
+{
+    (void)arg;
+    if (dlopen("libno_such_library_here.so", RTLD_NOW) != NULL)
+        return NULL;
+    const char *e = dlerror();
+    /* A name lookup (under the preload, the first job of its offload pool,
+       which starts a thread) between dlerror() and the use of its message. */
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo("localhost", "80", NULL, &res);
+    if (rc == 0)
+        freeaddrinfo(res);
+    printf("dlerror: lookup %s, message \"%s\"\n", rc == 0 ? "ok" : "failed", e);
+    return NULL;
+}
+
+static void dlerrors(void)
+{
+    pthread_join(spawn(dlerror_thread, NULL), NULL);
 }
 
 /* ---- dlopen ---- */
@@ -418,6 +446,8 @@ int main(int argc, char **argv)
         locales();
     else if (!strcmp(mode, "cpu"))
         cpus();
+    else if (!strcmp(mode, "dlerror"))
+        dlerrors();
     else if (!strcmp(mode, "dlopen") && argc == 3)
         dlopens(argv[2], 0);
     else if (!strcmp(mode, "dlopen-in-thread") && argc == 3)
@@ -429,7 +459,7 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "signal"))
         signals();
     else {
-        fprintf(stderr, "usage: %s vars|cleared|strerror|locale|cpu|dlopen LIB|dlopen-in-thread LIB|fork|signal|dtors\n", argv[0]);
+        fprintf(stderr, "usage: %s vars|cleared|strerror|locale|cpu|dlerror|dlopen LIB|dlopen-in-thread LIB|fork|signal|dtors\n", argv[0]);
         return 1;
     }
     return 0;

@@ -215,11 +215,14 @@ fn spawn(job: Job) -> Option<Arc<Worker>> {
     let mine = w.clone();
     // Our own pthread_create hook must make a real thread, not a fiber.
     let _machinery = hub::internal::Guard::new();
-    match std::thread::Builder::new()
-        .name("greenhook-waiter".into())
-        .stack_size(STACK)
-        .spawn(move || work(&mine))
-    {
+    // As the offload pool's spawn (hub's `pool.rs`): std's first spawn makes a `dlsym`.
+    let spawned = fiber::tls::keeping_dlerror(|| {
+        std::thread::Builder::new()
+            .name("greenhook-waiter".into())
+            .stack_size(STACK)
+            .spawn(move || work(&mine))
+    });
+    match spawned {
         Ok(_) => Some(w),
         Err(e) => {
             use std::sync::atomic::AtomicBool;
