@@ -46,9 +46,10 @@ struct Plan {
 /// What [`before`] hands to [`after`] through the stack.
 struct State {
     before: Before,
-    /// The fibers that existed before the load (a constructor may make
-    /// more, whose blocks are made with the library's image).
-    fibers: Vec<u64>,
+    /// The newest fiber that existed before the load: fiber ids only grow,
+    /// and a fiber a constructor makes gets its block with the library's
+    /// image already in it.
+    newest: u64,
 }
 
 /// Resolves `real` (`name` is NUL-terminated) once.
@@ -81,13 +82,13 @@ extern "C" fn before<const M: bool>(ret: usize) -> Plan {
             return nothing;
         };
         let caller_tp = hub::with_current_fiber(|f| f.filter(|f| f.has_own_tls()).map(|f| f.thread_pointer()));
-        let mut fibers = Vec::new();
-        hub::for_each_task(|t| fibers.push(t.id()));
+        let mut newest = 0;
+        hub::for_each_task(|t| newest = newest.max(t.id()));
         Plan {
             gadget,
             state: Box::into_raw(Box::new(State {
                 before: Before::take(caller_tp),
-                fibers,
+                newest,
             })),
         }
     });
@@ -102,7 +103,7 @@ extern "C" fn after<const M: bool>(state: *mut State, handle: *mut c_void) {
     let errno = fiber::errno::get();
     let r = std::panic::catch_unwind(|| {
         // SAFETY: `before` made it with Box::into_raw, for this call only.
-        let State { before, fibers } = *unsafe { Box::from_raw(state) };
+        let State { before, newest } = *unsafe { Box::from_raw(state) };
         if handle.is_null() {
             return;
         }
@@ -112,7 +113,7 @@ extern "C" fn after<const M: bool>(state: *mut State, handle: *mut c_void) {
             return;
         }
         hub::for_each_task(|t| {
-            if !fibers.contains(&t.id()) {
+            if t.id() > newest {
                 return;
             }
             if let Some(f) = t.fiber().filter(|f| f.has_own_tls()) {
