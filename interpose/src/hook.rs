@@ -220,8 +220,10 @@ fn count(family: Family) {
     COUNTS[family as usize].fetch_add(1, Ordering::Relaxed);
 }
 
+/// Aborts the process for a panic inside the hook `name`: a panic must not
+/// cross into C.
 #[cold]
-fn abort_in(name: &'static str) -> ! {
+pub(crate) fn abort_in(name: &'static str) -> ! {
     let _g = hub::internal::Guard::new();
     eprintln!("greenhook: panic inside the {name} hook; aborting");
     std::process::abort()

@@ -92,7 +92,7 @@ extern "C" fn before<const M: bool>(ret: usize) -> Plan {
             })),
         }
     });
-    let plan = plan.unwrap_or_else(|_| abort_in(M));
+    let plan = plan.unwrap_or_else(|_| abort_in::<M>());
     fiber::errno::set(errno);
     plan
 }
@@ -124,19 +124,14 @@ extern "C" fn after<const M: bool>(state: *mut State, handle: *mut c_void) {
         });
     });
     if r.is_err() {
-        abort_in(M)
+        abort_in::<M>()
     }
     fiber::errno::set(errno);
 }
 
-#[cold]
-fn abort_in(m: bool) -> ! {
-    let _g = hub::internal::Guard::new();
-    eprintln!(
-        "greenhook: panic inside the {} hook; aborting",
-        if m { "dlmopen" } else { "dlopen" }
-    );
-    std::process::abort()
+/// Aborts for a panic in [`before`] or [`after`], with the hook's name.
+fn abort_in<const M: bool>() -> ! {
+    crate::hook::abort_in(if M { "dlmopen" } else { "dlopen" })
 }
 
 /// A `ret` instruction (a 0xc3 byte in an executable segment) of the object
