@@ -387,14 +387,18 @@ pub unsafe fn dlsym_quietly(handle: *mut c_void, name: &std::ffi::CStr) -> *mut 
     keeping_dlerror(|| unsafe { libc::dlsym(handle, name.as_ptr()) })
 }
 
-/// Where `__libc_dlerror_result` is, relative to the thread pointer
-/// (libc's TLS is static, so the same in every context), once noted.
-static DLERROR_SLOT: OnceLock<Option<isize>> = OnceLock::new();
-
-/// Notes where glibc's `dlerror()` state is (see [`dlsym_quietly`]): once,
-/// early (the preload's constructor), since the lookup is itself a `dlsym`.
+/// Notes where glibc's `dlerror()` state is (see [`keeping_dlerror`]):
+/// once, early (the preload's constructor), since the lookup is itself a
+/// `dlsym`.
 pub fn note_dlerror_slot() {
-    DLERROR_SLOT.get_or_init(|| {
+    dlerror_offset();
+}
+
+/// Where `__libc_dlerror_result` is relative to the thread pointer (libc's
+/// TLS is static, so the same in every context), found on first use.
+fn dlerror_offset() -> Option<isize> {
+    static OFFSET: OnceLock<Option<isize>> = OnceLock::new();
+    *OFFSET.get_or_init(|| {
         if cfg!(not(all(
             target_arch = "x86_64",
             target_os = "linux",
@@ -408,14 +412,12 @@ pub fn note_dlerror_slot() {
         let tp = arch::thread_pointer();
         // In the static block, below the thread pointer.
         (at != 0 && at < tp && tp - at < 1 << 20).then(|| at as isize - tp as isize)
-    });
+    })
 }
 
 /// The calling context's `__libc_dlerror_result`, if its place is known.
 fn dlerror_slot() -> Option<*mut *mut c_void> {
-    note_dlerror_slot();
-    let off = (*DLERROR_SLOT.get()?)?;
-    Some((arch::thread_pointer() as isize + off) as *mut *mut c_void)
+    Some((arch::thread_pointer() as isize + dlerror_offset()?) as *mut *mut c_void)
 }
 
 /// A `_thread_db_*` field descriptor: `{bits, count, offset}`.
