@@ -46,6 +46,21 @@ impl Drop for Guard {
     }
 }
 
+/// Starts one of greenhook's own OS threads (the offload pool's, the stall
+/// monitor's, a process-shared waiter's) from `builder`: as machinery, so
+/// our `pthread_create` hook makes a real thread, and keeping the program's
+/// `dlerror()` message, which the `dlsym` std makes at its first spawn
+/// (`__pthread_get_minstack`) would otherwise free (see
+/// [`fiber::tls::keeping_dlerror`]).
+pub fn spawn_thread<F, T>(builder: std::thread::Builder, f: F) -> std::io::Result<std::thread::JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let _g = Guard::new();
+    fiber::tls::keeping_dlerror(|| builder.spawn(f))
+}
+
 /// Runs hub bookkeeping that may allocate or free (a timer map's node, a
 /// run queue that grows, a finished fiber's stack) as machinery: an
 /// allocator that takes a lock through our `pthread_mutex_lock`, or any

@@ -95,14 +95,11 @@ pub(crate) fn register() -> Option<Arc<Beat>> {
     };
     if first {
         install_handler();
-        let _g = internal::Guard::new();
         let t = m.threshold;
-        // As the offload pool's spawn (`pool.rs`): std's first spawn makes a `dlsym`.
-        let _ = fiber::tls::keeping_dlerror(|| {
-            std::thread::Builder::new()
-                .name("greenhook-stall-monitor".into())
-                .spawn(move || watch(t))
-        });
+        let _ = internal::spawn_thread(
+            std::thread::Builder::new().name("greenhook-stall-monitor".into()),
+            move || watch(t),
+        );
     }
     Some(beat)
 }

@@ -70,14 +70,12 @@ fn submit(job: Job) {
             .is_ok()
     {
         let _g = internal::Guard::new();
-        // std looks up `__pthread_get_minstack` with `dlsym` at its first
-        // spawn: the program's `dlerror()` message must survive it.
-        let r = fiber::tls::keeping_dlerror(|| {
+        let r = internal::spawn_thread(
             std::thread::Builder::new()
                 .name("greenhook-pool".into())
-                .stack_size(256 * 1024)
-                .spawn(worker)
-        });
+                .stack_size(256 * 1024),
+            worker,
+        );
         if let Err(e) = r {
             POOL.workers.fetch_sub(1, Ordering::SeqCst);
             if POOL.workers.load(Ordering::SeqCst) == 0 {

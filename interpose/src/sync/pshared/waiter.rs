@@ -213,16 +213,14 @@ fn spawn(job: Job) -> Option<Arc<Worker>> {
         job: UnsafeCell::new(Some(job)),
     });
     let mine = w.clone();
-    // Our own pthread_create hook must make a real thread, not a fiber.
+    // Machinery also for the report below if the spawn fails.
     let _machinery = hub::internal::Guard::new();
-    // As the offload pool's spawn (hub's `pool.rs`): std's first spawn makes a `dlsym`.
-    let spawned = fiber::tls::keeping_dlerror(|| {
+    match hub::internal::spawn_thread(
         std::thread::Builder::new()
             .name("greenhook-waiter".into())
-            .stack_size(STACK)
-            .spawn(move || work(&mine))
-    });
-    match spawned {
+            .stack_size(STACK),
+        move || work(&mine),
+    ) {
         Ok(_) => Some(w),
         Err(e) => {
             use std::sync::atomic::AtomicBool;
