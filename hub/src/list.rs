@@ -58,12 +58,6 @@ impl<T: Linked> List<T> {
         self.head.get()
     }
 
-    /// The last entry (null: empty).
-    #[inline(always)]
-    pub(crate) fn tail(&self) -> *const T {
-        self.tail.get()
-    }
-
     /// Links `t` after `prev` (null: at the front).
     ///
     /// # Safety

@@ -50,7 +50,7 @@ impl RunQueue {
         if crate::internal::priorities_differ() {
             return self.place(t, false);
         }
-        self.link_after(Rc::into_raw(t), self.list.tail());
+        self.link_back(Rc::into_raw(t));
     }
 
     /// Puts `t` first (see [`Hub::wake_raw`](crate::Hub::wake_raw)). Once
@@ -71,6 +71,14 @@ impl RunQueue {
         // queued; `prev`, when not null, is queued; queued tasks are alive
         // (the invariant).
         unsafe { self.list.link_after(t, prev) };
+        self.len.set(self.len.get() + 1);
+    }
+
+    /// Links `t`, whose strong count the queue now owns, at the back.
+    #[inline(always)]
+    fn link_back(&self, t: *const Task) {
+        // SAFETY: as in `link_after`, after the tail.
+        unsafe { self.list.push_back(t) };
         self.len.set(self.len.get() + 1);
     }
 
@@ -125,7 +133,7 @@ impl RunQueue {
     pub(crate) fn rotate_front_to_back(&self, t: *const Task) {
         debug_assert!(std::ptr::eq(self.list.head(), t));
         self.unlink(t);
-        self.link_after(t, self.list.tail());
+        self.link_back(t);
     }
 
     /// Takes `t` out of the queue; returns whether it was at the front.
