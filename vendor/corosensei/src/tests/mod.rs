@@ -1,0 +1,2 @@
+mod coroutine;
+mod on_stack;
