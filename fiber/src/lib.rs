@@ -250,7 +250,7 @@ impl Fiber {
     /// # Panics
     /// When the fiber has finished, or is running (a fiber cannot resume
     /// itself): corosensei checks both.
-    #[inline]
+    #[inline(always)]
     pub fn resume(&self) -> bool {
         let cur = tls::arch::thread_pointer();
         let r = if self.tp != 0 {

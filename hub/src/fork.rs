@@ -88,8 +88,10 @@ pub fn reset_after_fork() {
         tasks.push(cur.clone());
         hub.orphan_root.set(true);
         // The root only drives the loop in this child: whatever it waited
-        // for (a lock's wait list) must not resume it.
+        // for (a lock's wait list) must not resume it, and a wake-up it
+        // had before the fork must not send it back to the program.
         hub.root.seq.set(hub.root.seq.get() + 1);
+        hub.root.state.set(crate::State::Blocked);
     }
     for t in old {
         if !Rc::ptr_eq(&t, &cur) {
@@ -138,6 +140,10 @@ mod tests {
             // SAFETY: fork in a test; the child only runs the hub and _exit.
             let pid = unsafe { libc::fork() };
             if pid == 0 {
+                // A panic in the child would end only its thread, and the
+                // process with status 0: make it show.
+                // SAFETY (in the hook): ends the child at once.
+                std::panic::set_hook(Box::new(|_| unsafe { libc::_exit(4) }));
                 super::reset_after_fork();
                 let before = a_runs.get();
                 for _ in 0..10 {
@@ -161,5 +167,56 @@ mod tests {
         let st = status.get();
         assert!(libc::WIFEXITED(st), "child died: {st:#x}");
         assert_eq!(libc::WEXITSTATUS(st), 0, "the lost fiber ran in the child");
+    }
+
+    /// The root blocks with one fiber runnable and hands over to it (see
+    /// `Hub::block`); that fiber forks. In the child the root's stack is
+    /// still there, but the program's main context must never run again:
+    /// when the fiber ends, the root runs the child's loop, which ends the
+    /// process with status 0 (its last thread ended). The parent's root is
+    /// woken as usual.
+    #[test]
+    fn fork_in_a_fiber_the_root_handed_over_to_keeps_the_root_out_of_the_program() {
+        let key = 0x6f72_6b00usize;
+        let status = Rc::new(Cell::new(-1));
+        let s2 = status.clone();
+        let parent = std::process::id();
+        let b = spawn(Spawn::default(), move || {
+            let hub = Hub::get();
+            assert_eq!(hub.handing_over.get(), Handover::Active, "the root did not hand over");
+            assert!(std::ptr::eq(hub.blocked_resumer.get(), Rc::as_ptr(&hub.root)));
+            // SAFETY: fork in a test; the child only runs the hub and ends.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                // A panic in the child would end only its thread, and the
+                // process with status 0: make it show.
+                // SAFETY (in the hook): ends the child at once.
+                std::panic::set_hook(Box::new(|_| unsafe { libc::_exit(4) }));
+                super::reset_after_fork();
+                for _ in 0..3 {
+                    yield_now();
+                }
+                // The fiber ends here, in the child too.
+                return;
+            }
+            assert!(pid > 0, "fork failed");
+            let mut st = 0;
+            // SAFETY: waits for our own child.
+            unsafe { libc::waitpid(pid, &mut st, 0) };
+            s2.set(st);
+            assert_eq!(crate::unpark(key, 1), 1, "the root was not parked");
+        })
+        .unwrap();
+        let r = crate::park(key, None, || true);
+        if std::process::id() != parent {
+            // The root went back to the program in the child.
+            // SAFETY: ends the child at once, with a status the parent sees.
+            unsafe { libc::_exit(3) };
+        }
+        assert_eq!(r, crate::Park::Unparked);
+        join(&b);
+        let st = status.get();
+        assert!(libc::WIFEXITED(st), "child died: {st:#x}");
+        assert_eq!(libc::WEXITSTATUS(st), 0, "the child's root ran the program again");
     }
 }

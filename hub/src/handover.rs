@@ -147,7 +147,9 @@ impl Hub {
     }
 
     /// Runs `next`, the only runnable task, from the stack of `me`, the
-    /// running fiber, which has just yielded (see [`yield_now`]).
+    /// running fiber, which has just yielded (see [`yield_now`]), or the
+    /// running fiber or root, which has just blocked
+    /// ([`Hub::hand_over_blocked`]).
     ///
     /// `next` stays at the front of the run queue while it runs: nothing
     /// pops the queue meanwhile (the root is not running, and `next` can
@@ -175,7 +177,13 @@ impl Hub {
         self.set_current(next);
         bump(&self.counters.switches);
         let done = f.resume();
-        self.set_current(me);
+        // The current-task pointer is null in the root (see `current_ptr`).
+        // SAFETY: `me` is the task running this call, alive.
+        self.set_current(if unsafe { &*me }.is_root() {
+            std::ptr::null()
+        } else {
+            me
+        });
         // The common case: it yielded again. A fiber that ended, blocked or
         // exited suspends in another state (`Running` for the first and
         // last), so one test covers them all.
@@ -216,7 +224,9 @@ impl Hub {
     /// (see [`Hub::hand_over`]): the fiber that handed over, `me`, does not
     /// exist in the child, yet `next` just suspended back onto its stack.
     /// Requeue `next` as the root would, then leave `me` suspended for good
-    /// (its stack is leaked like every other lost fiber's).
+    /// (its stack is leaked like every other lost fiber's). If `me` is the
+    /// root, whose stack is still there, it goes on: blocked for good (the
+    /// fork reset made its waits stale), it runs the child's loop.
     #[cold]
     fn orphaned_by_fork(&self, me: *const Task, next: *const Task, done: bool) {
         // SAFETY: `next` is registered in `tasks` (the fork reset kept the
@@ -226,6 +236,10 @@ impl Hub {
             Rc::from_raw(next)
         };
         self.suspended(t, done);
+        // SAFETY: `me` is the task running this call, alive.
+        if unsafe { &*me }.is_root() {
+            return;
+        }
         // SAFETY: `me` is the running fiber (the current-task pointer was restored above).
         unsafe {
             (*me).state.set(State::Blocked);

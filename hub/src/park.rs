@@ -79,7 +79,7 @@ pub fn park(key: usize, deadline: Option<Instant>, validate: impl FnOnce() -> bo
 /// [`park`] on the queue of an object of `kind` ("mutex", "semaphore"…) at
 /// `key`, named so in deadlock reports, with the caller's word `tag` for
 /// this waiter (see [`unpark_where`], [`unpark_best`]).
-#[inline]
+#[inline(always)]
 pub fn park_object(
     kind: &'static str,
     key: usize,
@@ -90,7 +90,7 @@ pub fn park_object(
     park_as(Waiting::Object(kind, key), key, tag, deadline, validate)
 }
 
-#[inline]
+#[inline(always)]
 fn park_as(what: Waiting, key: usize, tag: u32, deadline: Option<Instant>, validate: impl FnOnce() -> bool) -> Park {
     if !validate() {
         return Park::Invalid;

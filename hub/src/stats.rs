@@ -56,6 +56,7 @@ pub(crate) fn bump(c: &Cell<u64>) {
 
 /// How many switches this thread's hub has made (0 without a hub): one
 /// counter load, for callers that only ask whether anything switched.
+#[inline]
 pub fn switch_count() -> u64 {
     Hub::existing().map_or(0, |h| h.counters.switches.get())
 }

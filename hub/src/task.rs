@@ -244,7 +244,14 @@ impl Hub {
     pub(crate) fn block(&self, cur: &Rc<Task>, deadline: Option<Instant>) -> Wake {
         let timer = deadline.map(|d| self.arm_timer(cur, d));
         if cur.is_root() {
-            self.run_root(cur);
+            // The root hands over as a fiber does, from this same frame
+            // (below), so a ping-pong between main and a thread makes its
+            // switches where one between two threads does. Not from inside
+            // the loop (a signal handler run while it polls): that still
+            // fails `run_root`'s check, as before.
+            if self.looping.get() || self.hand_over_blocked(Rc::as_ptr(cur)) {
+                self.run_root(cur);
+            }
         } else if self.hand_over_blocked(Rc::as_ptr(cur)) {
             // The switch away is made here, in the frame of the hook that
             // parks, not in a helper's: after a switch every return made
@@ -265,9 +272,10 @@ impl Hub {
         reason
     }
 
-    /// Makes the switch away from `me`, the running fiber, which has just
-    /// blocked, if it is a hand-over; returns whether the caller must still
-    /// suspend `me` (to the fiber or root that resumed it) until it is woken.
+    /// Makes the switch away from `me`, the running fiber or the root, which
+    /// has just blocked, if it is a hand-over; returns whether the caller
+    /// must still wait until it is woken: a fiber suspends (to the fiber or
+    /// root that resumed it), the root runs its loop.
     ///
     /// When exactly one other fiber is runnable, FIFO runs it next anyway:
     /// resume it from our own stack, as a yield does (see
@@ -276,9 +284,9 @@ impl Hub {
     /// root. Control comes back here when it suspends; if it woke us
     /// meanwhile we just go on (`false`), else the caller suspends (`true`),
     /// as it does when no hand-over could be made.
-    #[inline]
+    #[inline(always)]
     fn hand_over_blocked(&self, me: *const Task) -> bool {
-        // SAFETY: `me` is the running task (the caller's), a fiber.
+        // SAFETY: `me` is the running task (the caller's).
         let t = unsafe { &*me };
         // Under priorities the root chooses who runs next (see `priority`).
         if self.handing_over.get() == crate::handover::Handover::Idle && !crate::internal::priorities_differ() {
@@ -302,12 +310,13 @@ impl Hub {
     /// `me` was woken by the fiber it handed over to. Not `queued` (see
     /// [`Hub::wake_raw`]), or queued at the front, it just goes on running;
     /// queued behind others, it lets them go first, as FIFO order says:
-    /// returns `true` for the caller to suspend it as runnable.
+    /// returns `true` for the caller to suspend it as runnable. The root is
+    /// never queued: woken, it goes back to its caller (see `run_root`).
     #[inline]
     fn woken_while_handing_over(&self, me: *const Task, queued: bool) -> bool {
-        // SAFETY: `me` is the running fiber.
+        // SAFETY: `me` is the running task.
         let t = unsafe { &*me };
-        if !queued || self.runq.remove(me) {
+        if !queued || t.is_root() || self.runq.remove(me) {
             t.state.set(State::Running);
             false
         } else {

@@ -48,7 +48,13 @@ unsafe fn wait(
     }
     crate::cancel_point();
     // SAFETY: the caller's mutex.
-    let (relocked, r) = match unsafe { released(m, || park(Kind::Condvar, c as usize, tag(0), None, || true)) } {
+    let (relocked, r) = match unsafe {
+        released(
+            m,
+            #[inline(always)]
+            || park(Kind::Condvar, c as usize, tag(0), None, || true),
+        )
+    } {
         Ok(done) => done,
         Err(e) => return e,
     };
