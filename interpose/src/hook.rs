@@ -237,16 +237,21 @@ pub(crate) fn abort_in(name: &'static str) -> ! {
 /// `pub unsafe extern "C-unwind"`) and its body. When the gate is false the
 /// arguments go to the real function unchanged and the body does not run.
 /// In the body, `<name>::real(..)` is the next definition.
+///
+/// `#[return_by_jump(stub)]`, after the gate, exports the hook through a
+/// stub of that name that goes back to the caller by jump when its context
+/// switched meanwhile (see [`Jumped`]; x86-64 Linux, not the table build).
 macro_rules! hook {
     ($(
         $(#[doc = $doc:expr])*
         $(#[cfg($cfg:meta)])*
         $(#[gate($gate:expr)])?
+        $(#[return_by_jump($stub:ident)])?
         [$family:ident] fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block
     )*) => {$(
         $(#[doc = $doc])*
         $(#[cfg($cfg)])*
-        #[cfg_attr(not(greenhook_table), no_mangle)]
+        #[cfg_attr(not(greenhook_table), export_name = $crate::hook::hook!(@export [$($stub)?] $name))]
         #[cfg_attr(greenhook_table, export_name = concat!("greenhook_", stringify!($name)))]
         #[allow(clippy::too_many_arguments, clippy::redundant_closure_call, unreachable_code)]
         pub unsafe extern "C-unwind" fn $name($($arg: $ty),*) $(-> $ret)? {
@@ -274,7 +279,53 @@ macro_rules! hook {
 
         $(#[cfg($cfg)])*
         $crate::real::interpose!($name);
+
+        $(#[cfg($cfg)])*
+        $crate::hook::hook!(@by_jump [$($stub)?] $name($($arg: $ty),*) $(-> $ret)?);
     )*};
+    (@export [] $name:ident) => { stringify!($name) };
+    (@export [$stub:ident] $name:ident) => { $crate::hook::by_jump_body_name!($name) };
+    (@by_jump [] $($rest:tt)*) => {};
+    (@by_jump [$stub:ident] $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux", not(greenhook_table)))]
+        const _: () = {
+            /// The hook, and whether its caller's context switched while
+            /// it ran.
+            unsafe extern "C-unwind" fn body($($arg: $ty),*) -> $crate::hook::Jumped<$ret> {
+                let before = hub::switch_count();
+                // SAFETY: the caller's arguments, unchanged, to the hook.
+                let r = unsafe { $name($($arg),*) };
+                $crate::hook::Jumped { r, switched: usize::from(hub::switch_count() != before) }
+            }
+
+            /// The exported symbol: calls [`body`]; goes back by `ret`,
+            /// or by `pop`/`jmp` when the context switched (see
+            /// [`Jumped`](crate::hook::Jumped)). The unwind information
+            /// covers the call, which a cancellation unwinds through.
+            #[unsafe(naked)]
+            #[unsafe(export_name = stringify!($name))]
+            unsafe extern "C-unwind" fn $stub($($arg: $ty),*) -> $ret {
+                std::arch::naked_asm!(
+                    ".cfi_startproc",
+                    "sub rsp, 8",
+                    ".cfi_adjust_cfa_offset 8",
+                    "call {body}",
+                    "add rsp, 8",
+                    ".cfi_adjust_cfa_offset -8",
+                    "test rdx, rdx",
+                    "jnz 2f",
+                    "ret",
+                    "2:",
+                    "pop r11",
+                    ".cfi_adjust_cfa_offset -8",
+                    ".cfi_register rip, r11",
+                    "jmp r11",
+                    ".cfi_endproc",
+                    body = sym body,
+                )
+            }
+        };
+    };
     (@gate $entered:ident, [], $name:ident($($arg:ident),*)) => {};
     (@gate $entered:ident, [$gate:expr], $name:ident($($arg:ident),*)) => {
         if !$gate {
@@ -286,3 +337,42 @@ macro_rules! hook {
     };
 }
 pub(crate) use hook;
+
+/// The Rust function of a `#[return_by_jump]` hook is exported under
+/// another name (its stub takes the libc one) where stubs are made.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+macro_rules! by_jump_body_name {
+    ($name:ident) => {
+        concat!("greenhook_by_jump_", stringify!($name))
+    };
+}
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+macro_rules! by_jump_body_name {
+    ($name:ident) => {
+        stringify!($name)
+    };
+}
+pub(crate) use by_jump_body_name;
+
+/// What the body of a `#[return_by_jump]` hook gives its stub: the answer
+/// in `rax`, and in `rdx` whether the caller's context switched away and
+/// back while the hook ran.
+///
+/// Why by jump: after a switch the CPU's return stack buffer holds the
+/// entries the other context pushed. Both contexts switch in the same
+/// function of the same hook, so the entries for the frames inside the
+/// hook and the stub match, but the one for the stub's own return is the
+/// other context's caller's, unless both called from the same place. A
+/// `ret` would pop it and mispredict; `pop`/`jmp` goes through the
+/// indirect predictor, which keys on the path, and leaves the entry to be
+/// overwritten. Without a switch the buffer is ours and `ret` is right.
+/// docs/DESIGN.md ("Locks at the cost of a switch") has the measurements.
+#[repr(C)]
+pub struct Jumped<R> {
+    /// The hook's answer (`rax`: at most 8 bytes, see below).
+    pub r: R,
+    /// 1 if the context switched (`rdx`).
+    pub switched: usize,
+}
+
+const _: () = assert!(std::mem::size_of::<Jumped<libc::c_int>>() == 16);

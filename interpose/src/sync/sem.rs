@@ -192,6 +192,7 @@ fn result(r: Result<(), c_int>) -> c_int {
 hook! {
     /// `sem_wait`.
     #[gate(cooperative())]
+    #[return_by_jump(sem_wait_by_jump)]
     [sync] fn sem_wait(s: *mut sem_t) -> c_int {
         // SAFETY: the caller's semaphore.
         result(unsafe { wait(s, None) })
