@@ -142,8 +142,10 @@ mod tests {
             if pid == 0 {
                 // A panic in the child would end only its thread, and the
                 // process with status 0: make it show.
-                // SAFETY (in the hook): ends the child at once.
-                std::panic::set_hook(Box::new(|_| unsafe { libc::_exit(4) }));
+                std::panic::set_hook(Box::new(|_| {
+                    // SAFETY: ends the child at once, nothing left to run.
+                    unsafe { libc::_exit(4) }
+                }));
                 super::reset_after_fork();
                 let before = a_runs.get();
                 for _ in 0..10 {
@@ -190,8 +192,10 @@ mod tests {
             if pid == 0 {
                 // A panic in the child would end only its thread, and the
                 // process with status 0: make it show.
-                // SAFETY (in the hook): ends the child at once.
-                std::panic::set_hook(Box::new(|_| unsafe { libc::_exit(4) }));
+                std::panic::set_hook(Box::new(|_| {
+                    // SAFETY: ends the child at once, nothing left to run.
+                    unsafe { libc::_exit(4) }
+                }));
                 super::reset_after_fork();
                 for _ in 0..3 {
                     yield_now();
