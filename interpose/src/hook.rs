@@ -339,8 +339,10 @@ macro_rules! hook {
 pub(crate) use hook;
 
 /// The Rust function of a `#[return_by_jump]` hook is exported under
-/// another name (its stub takes the libc one) where stubs are made.
+/// another name (its stub takes the libc one) where stubs are made. Unused
+/// in the interpose-table build, which names every hook its own way.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[cfg_attr(greenhook_table, allow(unused_macros))]
 macro_rules! by_jump_body_name {
     ($name:ident) => {
         concat!("greenhook_by_jump_", stringify!($name))
@@ -352,6 +354,7 @@ macro_rules! by_jump_body_name {
         stringify!($name)
     };
 }
+#[cfg_attr(greenhook_table, allow(unused_imports))]
 pub(crate) use by_jump_body_name;
 
 /// What the body of a `#[return_by_jump]` hook gives its stub: the answer
