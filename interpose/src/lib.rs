@@ -315,14 +315,16 @@ pub(crate) mod user {
 
     /// Copies `*p`; `Err(EFAULT)` where the kernel would say so.
     ///
-    /// On Linux through `process_vm_readv` on ourselves; where that is not
-    /// permitted (a seccomp filter, e.g. Docker's default), a plain read.
+    /// On Linux through `process_vm_readv` on ourselves, unless `p` is in
+    /// the live part of the running stack (see [`on_live_stack`]); where
+    /// that is not permitted (a seccomp filter, e.g. Docker's default), a
+    /// plain read.
     pub(crate) fn read<T: Copy>(p: *const T) -> Result<T, i32> {
         if p.is_null() {
             return Err(libc::EFAULT);
         }
         #[cfg(target_os = "linux")]
-        {
+        if !on_live_stack(p as usize, size_of::<T>()) {
             let mut v = MaybeUninit::<T>::uninit();
             let local = libc::iovec {
                 iov_base: v.as_mut_ptr().cast(),
@@ -349,7 +351,7 @@ pub(crate) mod user {
             return Err(libc::EFAULT);
         }
         #[cfg(target_os = "linux")]
-        {
+        if !on_live_stack(p as usize, size_of::<T>()) {
             let local = libc::iovec {
                 iov_base: (&raw const v) as *mut libc::c_void,
                 iov_len: size_of::<T>(),
@@ -367,6 +369,53 @@ pub(crate) mod user {
         // SAFETY: the caller's pointer, non-null; no way to check it here.
         unsafe { p.write(v) };
         Ok(())
+    }
+
+    /// Whether `[p, p + len)` lies between our own frame and the top of the
+    /// stack we run on: memory the running code's callers are using, so
+    /// mapped and writable, and a plain access cannot fault. Most timeouts
+    /// are a caller's local `timespec`, and this spares them the two system
+    /// calls of the checked copy (`getpid`, `process_vm_readv`): a timed
+    /// wait between fibers makes none. The top is the fiber's (its
+    /// `stack_bounds`), or in the root context the main thread's
+    /// (`__libc_stack_end`, the stack pointer glibc started with) when we
+    /// run within 8 MiB below it: no other thread's stack is mapped there
+    /// (the kernel keeps at least 128 MiB below the main stack free of
+    /// mappings). Anything else takes the checked copy, a signal handler
+    /// on an alternate stack included.
+    #[cfg(target_os = "linux")]
+    #[inline]
+    fn on_live_stack(p: usize, len: usize) -> bool {
+        const MAIN_STACK_USED_AT_MOST: usize = 8 << 20;
+        extern "C" {
+            static __libc_stack_end: *const libc::c_void;
+        }
+        let here = 0u8;
+        let sp = (&raw const here) as usize;
+        let Some(end) = p.checked_add(len) else { return false };
+        if p < sp {
+            return false;
+        }
+        // On a fiber's stack (not a signal handler's alternate one): its top.
+        let fiber_top = |f: &fiber::Fiber| {
+            let (lo, hi) = f.stack_bounds();
+            if (lo..hi).contains(&sp) {
+                hi
+            } else {
+                0
+            }
+        };
+        let top = hub::with_current_fiber(|f| f.map(fiber_top)).unwrap_or_else(|| {
+            // SAFETY: ld.so sets `__libc_stack_end` before any code of
+            // ours runs and never changes it; reading a pointer value.
+            let e = unsafe { __libc_stack_end } as usize;
+            if sp < e && e - sp <= MAIN_STACK_USED_AT_MOST {
+                e
+            } else {
+                0
+            }
+        });
+        end <= top
     }
 
     /// One `process_vm_readv`/`writev` on ourselves: whether all bytes

@@ -602,6 +602,12 @@ static void *bad_sleep_pointers(void *arg)
     (void)arg;
     const struct timespec *bad = (const struct timespec *)(uintptr_t)16;
     CALL("nanosleep_bad_pointer", nanosleep(bad, NULL), -1, EFAULT);
+    /* Above every stack: a stack pointer's range check must not take them
+     * for the caller's own memory. */
+    const struct timespec *high = (const struct timespec *)(uintptr_t)0xffff800000000000ull;
+    CALL("nanosleep_kernel_half_pointer", nanosleep(high, NULL), -1, EFAULT);
+    const struct timespec *last = (const struct timespec *)(uintptr_t)-8;
+    CALL("nanosleep_wrapping_pointer", nanosleep(last, NULL), -1, EFAULT);
     errno = ENOENT;
     int r = clock_nanosleep(CLOCK_MONOTONIC, 0, bad, NULL);
     int e = errno;
