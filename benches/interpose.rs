@@ -17,7 +17,9 @@
 //!    with fibers sharing their thread's TLS, to show what the two
 //!    thread-pointer writes of a round trip cost), uncontended mutex and rwlock read
 //!    lock+unlock (target ≤ glibc's own cost), and the system calls per
-//!    condvar round trip (target 0);
+//!    condvar round trip (target 0); the condvar and semaphore ping-pongs
+//!    again with timed waits (a deadline in the caller's frame), and their
+//!    system calls;
 //! 5. process-shared objects (`tests/c/pshared_pingpong.c`): a parent and
 //!    its forked child take turns through a process-shared mutex and
 //!    condvar, and through two semaphores, each process with a second
@@ -250,6 +252,8 @@ fn main() {
         ("sem-main", "semaphore ping-pong, main ↔ thread (round trip)"),
         ("sem-threads", "semaphore ping-pong, thread ↔ thread"),
         ("barrier", "barrier, 2 threads (per round)"),
+        ("cond-timed", "condvar ping-pong, timed waits, thread ↔ thread"),
+        ("sem-timed", "semaphore ping-pong, timed waits, thread ↔ thread"),
     ] {
         let [u, u1, p, ps] = sync_pingpong(mode);
         println!("{label:<52} {u:>9.1} ns {p:>9.1} ns {:>7.1}× faster", u / p);
@@ -278,7 +282,7 @@ fn main() {
         let (u, p) = pshared_mode(mode);
         println!("{label:<52} {u:>9.1} µs {p:>9.1} µs {:>7.2}×", p / u);
     }
-    for mode in ["cond-main", "cond-threads"] {
+    for mode in ["cond-main", "cond-threads", "cond-timed", "sem-timed"] {
         match sync_syscalls(mode) {
             Some(n) => println!(
                 "{:<52} {:>12} {n:>12.3}",

@@ -7,6 +7,8 @@
  *   cond-threads  the same between two threads (main only joins)
  *   sem-main      main and a thread ping-pong with two semaphores
  *   sem-threads   the same between two threads
+ *   cond-timed    cond-threads with pthread_cond_timedwait, and
+ *   sem-timed     sem-threads with sem_timedwait, a deadline an hour off
  *   barrier       main and a thread meet at a barrier ITERATIONS times
  *   mutex         uncontended lock + unlock in a thread
  *   rwlock        uncontended read lock + unlock in a thread
@@ -36,12 +38,28 @@ static double now_ns(void)
     return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
+static int timed; /* the -timed modes */
+
+/* Their deadline: an hour off on CLOCK_REALTIME, in the caller's frame as
+ * most programs keep one. */
+static struct timespec far_off(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += 3600;
+    return t;
+}
+
 static void cond_side(int me)
 {
+    struct timespec far = far_off();
     for (long i = 0; i < n; i++) {
         pthread_mutex_lock(&m);
         while (turn != me)
-            pthread_cond_wait(&c, &m);
+            if (timed)
+                pthread_cond_timedwait(&c, &m, &far);
+            else
+                pthread_cond_wait(&c, &m);
         turn = !me;
         pthread_cond_signal(&c);
         pthread_mutex_unlock(&m);
@@ -50,12 +68,19 @@ static void cond_side(int me)
 
 static void sem_side(int me)
 {
+    struct timespec far = far_off();
     for (long i = 0; i < n; i++) {
         if (me == 0) {
             sem_post(&ping);
-            sem_wait(&pong);
+            if (timed)
+                sem_timedwait(&pong, &far);
+            else
+                sem_wait(&pong);
         } else {
-            sem_wait(&ping);
+            if (timed)
+                sem_timedwait(&ping, &far);
+            else
+                sem_wait(&ping);
             sem_post(&pong);
         }
     }
@@ -125,6 +150,7 @@ int main(int argc, char **argv)
     sem_init(&ping, 0, 0);
     sem_init(&pong, 0, 0);
     pthread_barrier_init(&bar, NULL, 2);
+    timed = strstr(mode, "-timed") != NULL;
     pthread_t a, b;
     double t0 = now_ns();
     if (strcmp(mode, "mutex") == 0 || strcmp(mode, "rwlock") == 0) {
@@ -139,7 +165,8 @@ int main(int argc, char **argv)
             pinger(mode);
         pthread_join(b, NULL);
         elapsed = now_ns() - t0;
-    } else if (strcmp(mode, "cond-threads") == 0 || strcmp(mode, "sem-threads") == 0) {
+    } else if (strcmp(mode, "cond-threads") == 0 || strcmp(mode, "sem-threads") == 0 ||
+               strcmp(mode, "cond-timed") == 0 || strcmp(mode, "sem-timed") == 0) {
         pthread_create(&a, NULL, pinger, mode);
         pthread_create(&b, NULL, ponger, mode);
         pthread_join(a, NULL);
