@@ -174,16 +174,14 @@ impl Hub {
         debug_assert!(self.beat.is_none());
         self.handing_over.set(Handover::Active);
         t.state.set(State::Running);
+        // Whoever runs this call is current again when `next` suspends, as
+        // in `switch_to`: `me`, or null for the root.
+        let back = self.root_local().current.get();
+        debug_assert!(std::ptr::eq(back, me) || back.is_null());
         self.set_current(next);
         bump(&self.counters.switches);
         let done = f.resume();
-        // The current-task pointer is null in the root (see `current_ptr`).
-        // SAFETY: `me` is the task running this call, alive.
-        self.set_current(if unsafe { &*me }.is_root() {
-            std::ptr::null()
-        } else {
-            me
-        });
+        self.set_current(back);
         // The common case: it yielded again. A fiber that ended, blocked or
         // exited suspends in another state (`Running` for the first and
         // last), so one test covers them all.
