@@ -112,6 +112,15 @@ mod tests {
     use crate::handover::Handover;
     use crate::{join, spawn, yield_now, Hub, Spawn};
 
+    /// In a forked child: a panic would end only its thread, and the
+    /// process with status 0; make it end the process with status 4.
+    fn exit_4_on_panic() {
+        std::panic::set_hook(Box::new(|_| {
+            // SAFETY: ends the child at once, nothing left to run.
+            unsafe { libc::_exit(4) }
+        }));
+    }
+
     /// A fiber that was handed control by another (see `Hub::hand_over`)
     /// forks: in the child, the fiber that handed over must never run
     /// again, although the forking fiber suspends back onto its stack.
@@ -140,12 +149,7 @@ mod tests {
             // SAFETY: fork in a test; the child only runs the hub and _exit.
             let pid = unsafe { libc::fork() };
             if pid == 0 {
-                // A panic in the child would end only its thread, and the
-                // process with status 0: make it show.
-                std::panic::set_hook(Box::new(|_| {
-                    // SAFETY: ends the child at once, nothing left to run.
-                    unsafe { libc::_exit(4) }
-                }));
+                exit_4_on_panic();
                 super::reset_after_fork();
                 let before = a_runs.get();
                 for _ in 0..10 {
@@ -190,12 +194,7 @@ mod tests {
             // SAFETY: fork in a test; the child only runs the hub and ends.
             let pid = unsafe { libc::fork() };
             if pid == 0 {
-                // A panic in the child would end only its thread, and the
-                // process with status 0: make it show.
-                std::panic::set_hook(Box::new(|_| {
-                    // SAFETY: ends the child at once, nothing left to run.
-                    unsafe { libc::_exit(4) }
-                }));
+                exit_4_on_panic();
                 super::reset_after_fork();
                 for _ in 0..3 {
                     yield_now();
