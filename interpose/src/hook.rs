@@ -289,6 +289,9 @@ macro_rules! hook {
     (@by_jump [$stub:ident] $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty) => {
         #[cfg(all(target_arch = "x86_64", target_os = "linux", not(greenhook_table)))]
         const _: () = {
+            // The answer must come back in `rax` alone, `switched` in `rdx`.
+            assert!(std::mem::size_of::<$crate::hook::Jumped<$ret>>() == 16);
+
             /// The hook, and whether its caller's context switched while
             /// it ran.
             unsafe extern "C-unwind" fn body($($arg: $ty),*) -> $crate::hook::Jumped<$ret> {
@@ -370,12 +373,12 @@ pub(crate) use by_jump_body_name;
 /// indirect predictor, which keys on the path, and leaves the entry to be
 /// overwritten. Without a switch the buffer is ours and `ret` is right.
 /// docs/DESIGN.md ("Locks at the cost of a switch") has the measurements.
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(greenhook_table)))]
 #[repr(C)]
 pub struct Jumped<R> {
-    /// The hook's answer (`rax`: at most 8 bytes, see below).
+    /// The hook's answer (`rax`: at most 8 bytes, which each stub
+    /// asserts).
     pub r: R,
     /// 1 if the context switched (`rdx`).
     pub switched: usize,
 }
-
-const _: () = assert!(std::mem::size_of::<Jumped<libc::c_int>>() == 16);
