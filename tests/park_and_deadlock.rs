@@ -81,6 +81,60 @@ fn deadlock_is_reported_with_a_distinct_status() {
     assert!(err.contains("main (root) joins fiber"), "{err}");
 }
 
+/// A timed wait that ended before its deadline leaves its timer behind in
+/// the hub (it is dropped lazily): that timer must not hide a deadlock
+/// that comes later, as if something might still wake at its deadline.
+#[test]
+fn a_deadlock_is_reported_after_timed_waits_that_ended_early() {
+    if std::env::var_os("GREENHOOK_TEST_DEADLOCK_CHILD").is_some() {
+        let far = Instant::now() + Duration::from_secs(3600);
+        let waiter = greenhook::spawn(move || {
+            for _ in 0..3 {
+                assert_eq!(hub::park(0xbeef, Some(far), || true), hub::Park::Unparked);
+            }
+        });
+        for _ in 0..3 {
+            greenhook::yield_now();
+            assert_eq!(hub::unpark(0xbeef, 1), 1);
+        }
+        waiter.join().unwrap();
+        let h = greenhook::Builder::new()
+            .name("stuck".into())
+            .spawn(|| {
+                hub::park(0xdead, None, || true);
+            })
+            .unwrap();
+        h.join().unwrap();
+        unreachable!();
+    }
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_deadlock_is_reported_after_timed_waits_that_ended_early",
+            "--nocapture",
+        ])
+        .env("GREENHOOK_TEST_DEADLOCK_CHILD", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("no deadlock report within a minute: the stale timers were waited for");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(hub::DEADLOCK_EXIT_CODE), "stderr: {err}");
+    assert!(err.contains("'stuck' waits on address 0xdead"), "{err}");
+}
+
 /// Two fibers that hand a turn back and forth by parking (a condvar or a
 /// semaphore ping-pong: nothing ever yields) switch once per round trip:
 /// one resumes the other from its own stack and the other suspends back to

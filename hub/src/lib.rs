@@ -8,8 +8,9 @@
 //!
 //! The loop's pieces:
 //! - a FIFO run queue of [`Task`]s;
-//! - timers in an ordered map keyed by `(deadline, seq)` that never fire
-//!   early (a timer due exactly now fires);
+//! - timers in a binary heap ordered by `(deadline, order)` that never
+//!   fire early (a timer due exactly now fires); a wait that ends first
+//!   leaves its entry to be dropped later ([`timer`](mod@timer));
 //! - fd readiness through a [`reactor`] (epoll directly on Linux, each fd
 //!   registered once, edge-triggered, one `epoll_wait` per turn);
 //! - wait queues keyed by an address ([`park()`] / [`unpark`]), the building
@@ -72,7 +73,6 @@ mod timer;
 mod waitlist;
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
 use std::os::fd::RawFd;
 use std::rc::Rc;
 
@@ -102,7 +102,6 @@ use handover::{Handover, DIRECT_BUDGET};
 use reactor::Reactor;
 use run::RunQueue;
 use stats::Counters;
-use task::Waiter;
 
 /// The per-thread scheduler. Its parts live in the modules named after
 /// them; this struct is where they meet.
@@ -114,9 +113,7 @@ pub(crate) struct Hub {
     /// Live fibers, for diagnostics; each knows its index ([`spawn`](mod@spawn)).
     tasks: RefCell<Vec<Rc<Task>>>,
     /// Armed deadlines ([`timer`]).
-    timers: RefCell<BTreeMap<timer::TimerKey, Waiter>>,
-    /// The order timers were armed in, to tell equal deadlines apart.
-    timer_seq: Cell<u64>,
+    timers: RefCell<timer::Timers>,
     reactor: Reactor,
     /// One slot per fd number ([`fd`]).
     fds: RefCell<Vec<FdSlot>>,
@@ -402,8 +399,7 @@ impl Hub {
             root: Rc::new(Task::new(None)),
             runq: RunQueue::new(),
             tasks: RefCell::new(Vec::new()),
-            timers: RefCell::new(BTreeMap::new()),
-            timer_seq: Cell::new(0),
+            timers: RefCell::new(timer::Timers::default()),
             reactor,
             fds: RefCell::new(Vec::new()),
             fd_waiting: Cell::new(0),

@@ -242,7 +242,9 @@ impl Hub {
     /// deadline, a timer wakes it with `TimedOut`.
     #[inline(always)]
     pub(crate) fn block(&self, cur: &Rc<Task>, deadline: Option<Instant>) -> Wake {
-        let timer = deadline.map(|d| self.arm_timer(cur, d));
+        if let Some(d) = deadline {
+            self.arm_timer(cur, d);
+        }
         if cur.is_root() {
             // The root hands over as a fiber does, from this same frame
             // (below), so a ping-pong between main and a thread makes its
@@ -263,10 +265,8 @@ impl Hub {
             unsafe { cur.suspend() }
         }
         let reason = cur.reason.get();
-        if let Some(k) = timer {
-            if reason != Wake::TimedOut {
-                self.disarm_timer(k);
-            }
+        if deadline.is_some() && reason != Wake::TimedOut {
+            self.disarm_timer();
         }
         cur.waiting.set(Waiting::Nothing);
         reason

@@ -1,51 +1,138 @@
 //! Timers and sleeping.
 //!
 //! Every deadline a task waits with (a sleep, or any wait with a timeout)
-//! is one entry of an ordered map keyed by `(deadline, seq)`: `seq` makes
-//! equal deadlines distinct and fires them in the order they were armed.
-//! Each loop turn fires the entries that are due, waking their tasks with
-//! [`Wake::TimedOut`]; a wait that ends otherwise removes its entry. A timer
-//! never fires early.
+//! is one entry of a binary heap ordered by `(deadline, order)`: `order`
+//! makes equal deadlines distinct and fires them in the order they were
+//! armed. Each loop turn fires the entries that are due, waking their tasks
+//! with [`Wake::TimedOut`]. A timer never fires early.
+//!
+//! Most timed waits end before their deadline (a condvar signalled, a
+//! semaphore posted, data arriving before a `poll` timeout), so a wait that
+//! ends otherwise does not look for its entry: the entry is left in the
+//! heap, stale, and recognised as such when it comes to the top or when the
+//! heap is compacted. It is stale once its task has been woken since it was
+//! armed (the task's `seq` moved on, see [`Hub::wake_raw`]). Compaction
+//! runs when stale entries outnumber live ones (plus a small slack), so the
+//! heap stays within about twice the live timers and each arm pays for it
+//! in amortised constant time. A stale entry holds its task weakly: a fiber
+//! that ends is dropped as before, and only the small `Rc` allocation waits
+//! for the entry to go.
 
-use std::rc::Rc;
+use std::collections::BinaryHeap;
+use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
 use crate::stats::bump;
-use crate::task::{Task, Waiter};
+use crate::task::Task;
 use crate::{internal, Hub, Waiting, Wake};
 
-/// A timer's key in the map: its deadline, then the order it was armed in.
-pub(crate) type TimerKey = (Instant, u64);
+/// Stale entries tolerated beyond the live ones before a compaction.
+const SLACK: usize = 64;
+
+/// One armed deadline.
+struct Entry {
+    at: Instant,
+    /// Tells equal deadlines apart: the earlier armed fires first.
+    order: u64,
+    task: Weak<Task>,
+    /// The task's wait the entry belongs to (see [`Hub::wake_raw`]).
+    seq: u64,
+}
+
+impl Entry {
+    /// The task, if the wait this entry was armed for still goes on.
+    fn live(&self) -> Option<Rc<Task>> {
+        self.task.upgrade().filter(|t| t.seq.get() == self.seq)
+    }
+}
+
+// The heap is a max-heap: the earliest deadline must compare greatest.
+impl Ord for Entry {
+    fn cmp(&self, other: &Entry) -> std::cmp::Ordering {
+        (other.at, other.order).cmp(&(self.at, self.order))
+    }
+}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Entry) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Entry) -> bool {
+        (self.at, self.order) == (other.at, other.order)
+    }
+}
+
+impl Eq for Entry {}
+
+/// The hub's armed deadlines (see the [module](self) docs).
+#[derive(Default)]
+pub(crate) struct Timers {
+    heap: BinaryHeap<Entry>,
+    /// Entries armed and neither fired nor disarmed; the heap's others are
+    /// stale. Exact again after every compaction.
+    live: usize,
+    /// The next entry's `order`.
+    order: u64,
+}
+
+impl Timers {
+    /// Drops the stale entries at the top, so the top, if any, is live.
+    fn skim(&mut self) {
+        while self.heap.peek().is_some_and(|e| e.live().is_none()) {
+            self.heap.pop();
+        }
+    }
+
+    /// Keeps only the live entries.
+    fn compact(&mut self) {
+        self.heap.retain(|e| e.live().is_some());
+        self.live = self.heap.len();
+    }
+}
 
 impl Hub {
     /// Arms a timer that wakes `cur`'s current wait at `deadline`.
     #[inline]
-    pub(crate) fn arm_timer(&self, cur: &Rc<Task>, deadline: Instant) -> TimerKey {
-        let k = (deadline, self.timer_seq.get());
-        self.timer_seq.set(k.1 + 1);
-        let w = Waiter {
-            task: cur.clone(),
-            seq: cur.seq.get(),
-        };
-        internal::bookkeeping(|| self.timers.borrow_mut().insert(k, w));
+    pub(crate) fn arm_timer(&self, cur: &Rc<Task>, deadline: Instant) {
+        internal::bookkeeping(|| {
+            let mut t = self.timers.borrow_mut();
+            if t.heap.len() >= 2 * t.live + SLACK {
+                t.compact();
+            }
+            let order = t.order;
+            t.order += 1;
+            t.live += 1;
+            t.heap.push(Entry {
+                at: deadline,
+                order,
+                task: Rc::downgrade(cur),
+                seq: cur.seq.get(),
+            });
+        });
         bump(&self.counters.timer_waits);
-        k
     }
 
-    /// Removes a timer whose wait ended before it fired.
+    /// Notes that a wait with a timer ended before the timer fired. Its
+    /// entry stays, stale (see the [module](self) docs).
     #[inline]
-    pub(crate) fn disarm_timer(&self, k: TimerKey) {
-        internal::bookkeeping(|| self.timers.borrow_mut().remove(&k));
+    pub(crate) fn disarm_timer(&self) {
+        let mut t = self.timers.borrow_mut();
+        // Saturating: a fork's reset empties the heap under a wait that
+        // the root resumes afterwards.
+        t.live = t.live.saturating_sub(1);
     }
 
     /// How long the loop may sleep before the next timer is due (None: no
     /// timer).
     pub(crate) fn until_next_timer(&self, now: Instant) -> Option<Duration> {
-        self.timers
-            .borrow()
-            .keys()
-            .next()
-            .map(|k| k.0.saturating_duration_since(now))
+        internal::bookkeeping(|| {
+            let mut t = self.timers.borrow_mut();
+            t.skim();
+            t.heap.peek().map(|e| e.at.saturating_duration_since(now))
+        })
     }
 
     /// Wakes the tasks whose timers are due.
@@ -55,17 +142,18 @@ impl Hub {
 
     fn fire_timers_now(&self) {
         let mut timers = self.timers.borrow_mut();
-        if timers.is_empty() {
+        if timers.heap.is_empty() {
             return;
         }
         let now = Instant::now();
         // A timer due exactly now fires: deadlines are "not before".
-        while let Some(entry) = timers.first_entry() {
-            if entry.key().0 > now {
-                break;
+        while timers.heap.peek().is_some_and(|e| e.at <= now) {
+            let Some(e) = timers.heap.pop() else { break };
+            if let Some(task) = e.task.upgrade() {
+                if self.wake_raw(Rc::as_ptr(&task), e.seq, Wake::TimedOut) {
+                    timers.live = timers.live.saturating_sub(1);
+                }
             }
-            let w = entry.remove();
-            self.wake(&w, Wake::TimedOut);
         }
     }
 }
@@ -108,4 +196,52 @@ pub fn sleep_interruptible(deadline: Instant) -> bool {
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+    use std::time::{Duration, Instant};
+
+    use crate::Hub;
+
+    /// Timed waits that end before their deadline leave their entries
+    /// behind; compaction keeps the heap within twice the live timers plus
+    /// the slack, none of the leftovers still counts as a wait, and they
+    /// do not keep the fiber that armed them alive once it has ended.
+    #[test]
+    fn waits_that_end_early_leave_a_bounded_heap_and_no_fiber_alive() {
+        const KEY: usize = 0x7a11;
+        const WAITS: usize = 10_000;
+        let far = Instant::now() + Duration::from_secs(3600);
+        let t = crate::spawn(crate::Spawn::default(), move || {
+            for _ in 0..WAITS {
+                assert_eq!(crate::park(KEY, Some(far), || true), crate::Park::Unparked);
+            }
+        })
+        .unwrap();
+        for _ in 0..WAITS {
+            crate::yield_now();
+            assert_eq!(crate::unpark(KEY, 1), 1);
+            let timers = Hub::get().timers.borrow();
+            assert!(
+                timers.heap.len() <= 2 * timers.live + super::SLACK + 1,
+                "{} entries for {} live timers",
+                timers.heap.len(),
+                timers.live
+            );
+        }
+        crate::join(&t);
+        let fiber = Rc::downgrade(&t);
+        drop(t);
+        assert!(fiber.upgrade().is_none(), "a stale timer kept the ended fiber alive");
+        let timers = Hub::get().timers.borrow();
+        assert_eq!(timers.live, 0);
+        assert!(!timers.heap.is_empty(), "the test should leave stale entries behind");
+        assert!(timers.heap.iter().all(|e| e.live().is_none()));
+        drop(timers);
+        // Nothing left to wait for: the loop sees no timer at all.
+        assert_eq!(Hub::get().until_next_timer(Instant::now()), None);
+        assert!(Hub::get().timers.borrow().heap.is_empty());
+    }
 }
