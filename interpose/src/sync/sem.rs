@@ -164,18 +164,28 @@ unsafe fn wait_slow(s: *mut sem_t, timeout: Option<(clockid_t, *const timespec)>
                 d
             }
         };
-        if d.is_some_and(|d| Instant::now() >= d) {
-            return Err(libc::ETIMEDOUT);
-        }
         if remote {
+            if d.is_some_and(|d| Instant::now() >= d) {
+                return Err(libc::ETIMEDOUT);
+            }
             // A post from outside this hub wakes only the kernel's
             // waiters: wait as one, then look again.
             // SAFETY: per the contract.
             unsafe { super::pshared::sem::sleep(s, d) };
-        } else {
-            park(Kind::Semaphore, s as usize, tag(0), d, || {
-                v.load(Ordering::Relaxed) == 0
-            });
+        } else if park(Kind::Semaphore, s as usize, tag(0), d, || {
+            v.load(Ordering::Relaxed) == 0
+        }) == hub::Park::TimedOut
+        {
+            // The hub's timer never fires early, so the time is not read
+            // again here (a deadline already past when the wait began
+            // fires at the hub's next turn). A post may have come since.
+            crate::cancel_point();
+            // SAFETY: per the contract.
+            return if unsafe { take(s, v) } {
+                Ok(())
+            } else {
+                Err(libc::ETIMEDOUT)
+            };
         }
         crate::cancel_point();
     }
