@@ -57,25 +57,53 @@ fn interrupt_wakes_a_sleeper() {
     assert!(woke.get());
 }
 
+/// In a deadlock test's child: joins a fiber, "stuck", that parks on
+/// 0xdead forever, which nothing can end.
+fn join_a_stuck_fiber() -> ! {
+    let h = greenhook::Builder::new()
+        .name("stuck".into())
+        .spawn(|| {
+            hub::park(0xdead, None, || true);
+        })
+        .unwrap();
+    h.join().unwrap();
+    unreachable!();
+}
+
+/// Runs the test `name` again in a child (with
+/// `GREENHOOK_TEST_DEADLOCK_CHILD` set) and returns its exit code and
+/// stderr, failing if it has not ended within a minute.
+fn run_deadlock_child(name: &str) -> (Option<i32>, String) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture"])
+        .env("GREENHOOK_TEST_DEADLOCK_CHILD", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("{name}: no deadlock report within a minute");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    (status.code(), err)
+}
+
 #[test]
 fn deadlock_is_reported_with_a_distinct_status() {
     if std::env::var_os("GREENHOOK_TEST_DEADLOCK_CHILD").is_some() {
-        let h = greenhook::Builder::new()
-            .name("stuck".into())
-            .spawn(|| {
-                hub::park(0xdead, None, || true);
-            })
-            .unwrap();
-        h.join().unwrap();
-        unreachable!();
+        join_a_stuck_fiber();
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "deadlock_is_reported_with_a_distinct_status", "--nocapture"])
-        .env("GREENHOOK_TEST_DEADLOCK_CHILD", "1")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(hub::DEADLOCK_EXIT_CODE), "stderr: {err}");
+    let (code, err) = run_deadlock_child("deadlock_is_reported_with_a_distinct_status");
+    assert_eq!(code, Some(hub::DEADLOCK_EXIT_CODE), "stderr: {err}");
     assert!(err.contains("deadlock"), "{err}");
     assert!(err.contains("'stuck' waits on address 0xdead"), "{err}");
     assert!(err.contains("main (root) joins fiber"), "{err}");
@@ -98,40 +126,10 @@ fn a_deadlock_is_reported_after_timed_waits_that_ended_early() {
             assert_eq!(hub::unpark(0xbeef, 1), 1);
         }
         waiter.join().unwrap();
-        let h = greenhook::Builder::new()
-            .name("stuck".into())
-            .spawn(|| {
-                hub::park(0xdead, None, || true);
-            })
-            .unwrap();
-        h.join().unwrap();
-        unreachable!();
+        join_a_stuck_fiber();
     }
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "a_deadlock_is_reported_after_timed_waits_that_ended_early",
-            "--nocapture",
-        ])
-        .env("GREENHOOK_TEST_DEADLOCK_CHILD", "1")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if t0.elapsed() > Duration::from_secs(60) {
-            child.kill().unwrap();
-            panic!("no deadlock report within a minute: the stale timers were waited for");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-    assert_eq!(status.code(), Some(hub::DEADLOCK_EXIT_CODE), "stderr: {err}");
+    let (code, err) = run_deadlock_child("a_deadlock_is_reported_after_timed_waits_that_ended_early");
+    assert_eq!(code, Some(hub::DEADLOCK_EXIT_CODE), "stderr: {err}");
     assert!(err.contains("'stuck' waits on address 0xdead"), "{err}");
 }
 
