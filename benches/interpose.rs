@@ -18,8 +18,8 @@
 //!    thread-pointer writes of a round trip cost), uncontended mutex and rwlock read
 //!    lock+unlock (target ≤ glibc's own cost), and the system calls per
 //!    condvar round trip (target 0); the condvar and semaphore ping-pongs
-//!    again with timed waits (a deadline in the caller's frame), and their
-//!    system calls;
+//!    again with timed waits (a deadline in the caller's frame; the condvar
+//!    also on a `CLOCK_MONOTONIC` condvar), and their system calls;
 //! 5. process-shared objects (`tests/c/pshared_pingpong.c`): a parent and
 //!    its forked child take turns through a process-shared mutex and
 //!    condvar, and through two semaphores, each process with a second
@@ -254,6 +254,7 @@ fn main() {
         ("barrier", "barrier, 2 threads (per round)"),
         ("cond-timed", "condvar ping-pong, timed waits, thread ↔ thread"),
         ("sem-timed", "semaphore ping-pong, timed waits, thread ↔ thread"),
+        ("cond-mono-timed", "condvar ping-pong, CLOCK_MONOTONIC timed waits"),
     ] {
         let [u, u1, p, ps] = sync_pingpong(mode);
         println!("{label:<52} {u:>9.1} ns {p:>9.1} ns {:>7.1}× faster", u / p);
@@ -282,7 +283,13 @@ fn main() {
         let (u, p) = pshared_mode(mode);
         println!("{label:<52} {u:>9.1} µs {p:>9.1} µs {:>7.2}×", p / u);
     }
-    for mode in ["cond-main", "cond-threads", "cond-timed", "sem-timed"] {
+    for mode in [
+        "cond-main",
+        "cond-threads",
+        "cond-timed",
+        "sem-timed",
+        "cond-mono-timed",
+    ] {
         match sync_syscalls(mode) {
             Some(n) => println!(
                 "{:<52} {:>12} {n:>12.3}",

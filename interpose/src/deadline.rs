@@ -9,6 +9,7 @@
 // The portable build (macOS selection) has only the sleep hooks.
 #![cfg_attr(not(greenhook_linux_hooks), allow(dead_code))]
 
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use libc::{c_int, clockid_t, timespec};
@@ -74,20 +75,47 @@ pub(crate) fn millis(timeout: c_int) -> Option<Instant> {
         .flatten()
 }
 
+/// A `timespec` in nanoseconds.
+fn nanos(ts: &timespec) -> i128 {
+    ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
+}
+
 /// An absolute time on `clock` as an `Instant` (`None`: too far away). A
-/// time already past is now.
+/// time already past is now, or any instant before it.
 pub(crate) fn at(clock: clockid_t, ts: &timespec) -> Option<Instant> {
+    if clock == libc::CLOCK_MONOTONIC {
+        return monotonic_at(nanos(ts));
+    }
     let mut now = timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `now` is a valid out pointer.
     unsafe { libc::clock_gettime(clock, &mut now) };
     let at = Instant::now();
-    let target = ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128;
-    let cur = now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128;
-    let diff = target - cur;
+    let diff = nanos(ts) - nanos(&now);
     if diff <= 0 {
         return Some(at);
     }
     at.checked_add(Duration::from_nanos(u64::try_from(diff).ok()?))
+}
+
+/// A `CLOCK_MONOTONIC` time, in nanoseconds, as an `Instant`, without
+/// reading a clock. std's `Instant` is `CLOCK_MONOTONIC` on Linux (as
+/// `Instant::now` documents), the same clock, so one pair of readings made
+/// once maps every such time: the clock first, then an `Instant`, so the
+/// mapped instant is late by the time between the two reads (tens of
+/// nanoseconds), never early. A time before the first reading is past.
+fn monotonic_at(target: i128) -> Option<Instant> {
+    static BASE: OnceLock<(i128, Instant)> = OnceLock::new();
+    let &(base, base_instant) = BASE.get_or_init(|| {
+        let mut now = timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `now` is a valid out pointer.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+        (nanos(&now), Instant::now())
+    });
+    match u64::try_from(target - base) {
+        Ok(ahead) => base_instant.checked_add(Duration::from_nanos(ahead)),
+        Err(_) if target < base => Some(base_instant),
+        Err(_) => None, // beyond u64 nanoseconds: too far away
+    }
 }
 
 /// An absolute pthread timeout (`pthread_mutex_timedlock`,

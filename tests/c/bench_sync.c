@@ -9,6 +9,8 @@
  *   sem-threads   the same between two threads
  *   cond-timed    cond-threads with pthread_cond_timedwait, and
  *   sem-timed     sem-threads with sem_timedwait, a deadline an hour off
+ *   cond-mono-timed  cond-timed on a condvar whose clock is
+ *                 CLOCK_MONOTONIC (as C++'s and most careful C code's)
  *   barrier       main and a thread meet at a barrier ITERATIONS times
  *   mutex         uncontended lock + unlock in a thread
  *   rwlock        uncontended read lock + unlock in a thread
@@ -39,13 +41,14 @@ static double now_ns(void)
 }
 
 static int timed; /* the -timed modes */
+static clockid_t timed_clock = CLOCK_REALTIME; /* the condvar's clock */
 
-/* Their deadline: an hour off on CLOCK_REALTIME, in the caller's frame as
- * most programs keep one. */
+/* Their deadline: an hour off on the condvar's clock, in the caller's
+ * frame as most programs keep one. */
 static struct timespec far_off(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
+    clock_gettime(timed_clock, &t);
     t.tv_sec += 3600;
     return t;
 }
@@ -151,6 +154,13 @@ int main(int argc, char **argv)
     sem_init(&pong, 0, 0);
     pthread_barrier_init(&bar, NULL, 2);
     timed = strstr(mode, "-timed") != NULL;
+    if (strcmp(mode, "cond-mono-timed") == 0) {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&c, &ca);
+        timed_clock = CLOCK_MONOTONIC;
+    }
     pthread_t a, b;
     double t0 = now_ns();
     if (strcmp(mode, "mutex") == 0 || strcmp(mode, "rwlock") == 0) {
@@ -166,7 +176,8 @@ int main(int argc, char **argv)
         pthread_join(b, NULL);
         elapsed = now_ns() - t0;
     } else if (strcmp(mode, "cond-threads") == 0 || strcmp(mode, "sem-threads") == 0 ||
-               strcmp(mode, "cond-timed") == 0 || strcmp(mode, "sem-timed") == 0) {
+               strcmp(mode, "cond-timed") == 0 || strcmp(mode, "sem-timed") == 0 ||
+               strcmp(mode, "cond-mono-timed") == 0) {
         pthread_create(&a, NULL, pinger, mode);
         pthread_create(&b, NULL, ponger, mode);
         pthread_join(a, NULL);
