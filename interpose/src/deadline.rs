@@ -80,17 +80,23 @@ fn nanos(ts: &timespec) -> i128 {
     ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
 }
 
+/// The time on `clock` now, in nanoseconds.
+fn now_nanos(clock: clockid_t) -> i128 {
+    let mut now = timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `now` is a valid out pointer.
+    unsafe { libc::clock_gettime(clock, &mut now) };
+    nanos(&now)
+}
+
 /// An absolute time on `clock` as an `Instant` (`None`: too far away). A
 /// time already past is now, or any instant before it.
 pub(crate) fn at(clock: clockid_t, ts: &timespec) -> Option<Instant> {
     if clock == libc::CLOCK_MONOTONIC {
         return monotonic_at(nanos(ts));
     }
-    let mut now = timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `now` is a valid out pointer.
-    unsafe { libc::clock_gettime(clock, &mut now) };
+    let now = now_nanos(clock);
     let at = Instant::now();
-    let diff = nanos(ts) - nanos(&now);
+    let diff = nanos(ts) - now;
     if diff <= 0 {
         return Some(at);
     }
@@ -105,12 +111,7 @@ pub(crate) fn at(clock: clockid_t, ts: &timespec) -> Option<Instant> {
 /// nanoseconds), never early. A time before the first reading is past.
 fn monotonic_at(target: i128) -> Option<Instant> {
     static BASE: OnceLock<(i128, Instant)> = OnceLock::new();
-    let &(base, base_instant) = BASE.get_or_init(|| {
-        let mut now = timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: `now` is a valid out pointer.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-        (nanos(&now), Instant::now())
-    });
+    let &(base, base_instant) = BASE.get_or_init(|| (now_nanos(libc::CLOCK_MONOTONIC), Instant::now()));
     match u64::try_from(target - base) {
         Ok(ahead) => base_instant.checked_add(Duration::from_nanos(ahead)),
         Err(_) if target < base => Some(base_instant),
