@@ -98,7 +98,7 @@ impl Parker {
         }
         let key = self as *const Parker as usize;
         loop {
-            let how = hub::park_remote(key, deadline, |waker| {
+            let how = hub::park_remote(key, deadline.map(Into::into), |waker| {
                 self.waker.put(waker);
                 // An unpark from another OS thread between the decrement
                 // above and the put found no waker to drop: drop it

@@ -36,7 +36,7 @@ fn park_validates_and_times_out() {
     assert_eq!(hub::park(1, None, || false), hub::Park::Invalid);
     let t0 = Instant::now();
     let d = Instant::now() + Duration::from_millis(20);
-    assert_eq!(hub::park(2, Some(d), || true), hub::Park::TimedOut);
+    assert_eq!(hub::park(2, Some(d.into()), || true), hub::Park::TimedOut);
     assert!(t0.elapsed() >= Duration::from_millis(20));
     assert_eq!(hub::parked(2), 0);
 }
@@ -118,7 +118,7 @@ fn a_deadlock_is_reported_after_timed_waits_that_ended_early() {
         let far = Instant::now() + Duration::from_secs(3600);
         let waiter = greenhook::spawn(move || {
             for _ in 0..3 {
-                assert_eq!(hub::park(0xbeef, Some(far), || true), hub::Park::Unparked);
+                assert_eq!(hub::park(0xbeef, Some(far.into()), || true), hub::Park::Unparked);
             }
         });
         for _ in 0..3 {

@@ -266,7 +266,7 @@ fn blocked_fiber_woken_by_the_one_it_handed_over_to_keeps_fifo_order() {
         assert_eq!(hub::unpark(KY2, 1), 1);
         hub::park(
             KX,
-            Some(std::time::Instant::now() + std::time::Duration::from_millis(1)),
+            Some((std::time::Instant::now() + std::time::Duration::from_millis(1)).into()),
             || true,
         );
         lx.borrow_mut().push("x ends");

@@ -80,7 +80,7 @@ fn a_waiter_that_times_out_leaves_the_list() {
     let log = Rc::new(RefCell::new(Vec::new()));
     let hs = parked(list, &[1], &log);
     let t0 = Instant::now();
-    let r = list.park(what(list), 2, Some(Instant::now() + Duration::from_millis(20)));
+    let r = list.park(what(list), 2, Some((Instant::now() + Duration::from_millis(20)).into()));
     assert_eq!(r, Park::TimedOut);
     assert!(t0.elapsed() >= Duration::from_millis(20));
     // The root's node is gone: one waiter is left, and it is the fiber.

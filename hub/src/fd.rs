@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use crate::stats::bump;
 use crate::task::Waiter;
+use crate::Deadline;
 use crate::{Hub, Waiting, Wake};
 
 /// Direction of fd readiness.
@@ -110,7 +111,7 @@ pub fn wait_fds(fds: &[(RawFd, Interest)], deadline: Option<Instant>) -> io::Res
     }
     bump(&hub.counters.fd_waits);
     hub.fd_waiting.set(hub.fd_waiting.get() + 1);
-    let r = hub.block(&cur, deadline);
+    let r = hub.block(&cur, deadline.map(Deadline::from));
     hub.fd_waiting.set(hub.fd_waiting.get() - 1);
     if r != Wake::Ready || fds.len() > 1 {
         for &(fd, _) in fds {

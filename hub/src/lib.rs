@@ -53,6 +53,7 @@ mod monitor {
     }
     pub(crate) fn configured() {}
 }
+mod clock;
 mod cputime;
 mod deadlock;
 mod fd;
@@ -76,6 +77,7 @@ use std::cell::{Cell, RefCell};
 use std::os::fd::RawFd;
 use std::rc::Rc;
 
+pub use clock::{now_nanos, Deadline};
 pub use cputime::cpu_time;
 pub use deadlock::DEADLOCK_EXIT_CODE;
 pub use fd::{forget_fd, registered_high, wait_fd, wait_fds, Interest};

@@ -8,9 +8,7 @@
 //! task is parked. Each key wakes in FIFO order. The cross-thread half (a
 //! futex woken by another OS thread) is [`park_remote`](crate::park_remote).
 
-use std::time::Instant;
-
-use crate::{Hub, WaitList, Waiting, Wake};
+use crate::{Deadline, Hub, WaitList, Waiting, Wake};
 
 /// Buckets per hub: 16 KiB of list heads. Keys that share a bucket are
 /// told apart by the key in each node.
@@ -72,7 +70,7 @@ impl Park {
 /// `validate` runs first, with nothing else able to run in between (the hub
 /// is single-threaded): if it returns false the task does not sleep. This is
 /// the futex contract: "sleep only if the word still holds the value I saw".
-pub fn park(key: usize, deadline: Option<Instant>, validate: impl FnOnce() -> bool) -> Park {
+pub fn park(key: usize, deadline: Option<Deadline>, validate: impl FnOnce() -> bool) -> Park {
     park_as(Waiting::Park(key), key, 0, deadline, validate)
 }
 
@@ -84,14 +82,14 @@ pub fn park_object(
     kind: &'static str,
     key: usize,
     tag: u32,
-    deadline: Option<Instant>,
+    deadline: Option<Deadline>,
     validate: impl FnOnce() -> bool,
 ) -> Park {
     park_as(Waiting::Object(kind, key), key, tag, deadline, validate)
 }
 
 #[inline(always)]
-fn park_as(what: Waiting, key: usize, tag: u32, deadline: Option<Instant>, validate: impl FnOnce() -> bool) -> Park {
+fn park_as(what: Waiting, key: usize, tag: u32, deadline: Option<Deadline>, validate: impl FnOnce() -> bool) -> Park {
     if !validate() {
         return Park::Invalid;
     }

@@ -15,6 +15,7 @@ use crossbeam_queue::SegQueue;
 
 use crate::reactor::Notifier;
 use crate::task::Waiter;
+use crate::Deadline;
 use crate::{Hub, Park, Waiting, Wake};
 
 struct Shared {
@@ -162,11 +163,11 @@ pub fn wait_remote(register: impl FnOnce(RemoteWaker)) {
 /// [`Task::interrupt`](crate::Task::interrupt) too; a later wake-up through
 /// the waker is then ignored. `key` is shown in deadlock reports (e.g. the
 /// futex address). This is the cross-thread half of futex emulation.
-pub fn park_remote(key: usize, deadline: Option<std::time::Instant>, register: impl FnOnce(RemoteWaker)) -> Park {
+pub fn park_remote(key: usize, deadline: Option<Deadline>, register: impl FnOnce(RemoteWaker)) -> Park {
     Park::after(remote_wait(Waiting::Park(key), deadline, register))
 }
 
-fn remote_wait(what: Waiting, deadline: Option<std::time::Instant>, register: impl FnOnce(RemoteWaker)) -> Wake {
+fn remote_wait(what: Waiting, deadline: Option<Deadline>, register: impl FnOnce(RemoteWaker)) -> Wake {
     let hub = Hub::get();
     let cur = hub.current();
     let inbox = &hub.remote;

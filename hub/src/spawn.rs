@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use crate::stats::bump;
-use crate::{internal, with_current_fiber, Hub, State, Task, Waiting, Wake};
+use crate::{internal, with_current_fiber, Deadline, Hub, State, Task, Waiting, Wake};
 
 /// Options for [`spawn`].
 #[derive(Default, Clone, Debug)]
@@ -119,10 +119,10 @@ pub fn join(task: &Rc<Task>) {
 
 /// Like [`join`] with a deadline; returns whether the task finished.
 pub fn join_until(task: &Rc<Task>, deadline: Instant) -> bool {
-    join_inner(task, Some(deadline))
+    join_inner(task, Some(deadline.into()))
 }
 
-fn join_inner(task: &Rc<Task>, deadline: Option<Instant>) -> bool {
+fn join_inner(task: &Rc<Task>, deadline: Option<Deadline>) -> bool {
     loop {
         match join_interruptible(task, deadline) {
             Wake::Ready => return true,
@@ -136,7 +136,7 @@ fn join_inner(task: &Rc<Task>, deadline: Option<Instant>) -> bool {
 /// the deadline passes ([`Wake::TimedOut`]) or the waiter is interrupted
 /// ([`Task::interrupt`]: [`Wake::Interrupted`]); for a join that is a
 /// cancellation point.
-pub fn join_interruptible(task: &Rc<Task>, deadline: Option<Instant>) -> Wake {
+pub fn join_interruptible(task: &Rc<Task>, deadline: Option<Deadline>) -> Wake {
     let hub = Hub::get();
     while !task.is_finished() {
         let cur = hub.current();

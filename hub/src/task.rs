@@ -11,9 +11,9 @@
 //! current, so a wake-up that lost a race (a timeout against a readiness
 //! event) can never end the task's *next* wait.
 
+use crate::Deadline;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::time::Instant;
 
 use crate::{Hub, Interest};
 
@@ -241,7 +241,7 @@ impl Hub {
     /// Blocks the current task (already `prepare`d) until woken; with a
     /// deadline, a timer wakes it with `TimedOut`.
     #[inline(always)]
-    pub(crate) fn block(&self, cur: &Rc<Task>, deadline: Option<Instant>) -> Wake {
+    pub(crate) fn block(&self, cur: &Rc<Task>, deadline: Option<Deadline>) -> Wake {
         if let Some(d) = deadline {
             self.arm_timer(cur, d);
         }

@@ -17,11 +17,20 @@
 //! in amortised constant time. A stale entry holds its task weakly: a fiber
 //! that ends is dropped as before, and only the small `Rc` allocation waits
 //! for the entry to go.
+//!
+//! A deadline given on the wall clock ([`Deadline::wall`]) is an entry like
+//! the others, at the instant the hub's measure of the offset between the
+//! two clocks maps it to, and marked as a wall entry. While the heap holds
+//! any, each turn measures the offset again (two clock reads, no system
+//! call); when the wall clock was set, every wall entry moves by the change
+//! and the heap is rebuilt, so such a wait ends when the wall clock says,
+//! as the kernel's waits on `CLOCK_REALTIME` do.
 
 use std::collections::BinaryHeap;
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
+use crate::clock::{wall_offset_now, Deadline};
 use crate::stats::bump;
 use crate::task::Task;
 use crate::{internal, Hub, Waiting, Wake};
@@ -29,10 +38,21 @@ use crate::{internal, Hub, Waiting, Wake};
 /// Stale entries tolerated beyond the live ones before a compaction.
 const SLACK: usize = 64;
 
+/// The bit of `Entry::order` that marks a wall-clock deadline (orders are
+/// counted from 0 and never reach it).
+const WALL: u64 = 1 << 63;
+
+/// How far the offset between the wall clock and the hub's may move before
+/// the wall entries move with it: more than two clock reads can take, even
+/// when the thread is descheduled between them. A smaller set of the wall
+/// clock is followed once changes add up to this.
+const WALL_SLACK_NS: i128 = 1_000_000;
+
 /// One armed deadline.
 struct Entry {
     at: Instant,
-    /// Tells equal deadlines apart: the earlier armed fires first.
+    /// Tells equal deadlines apart: the earlier armed fires first. The
+    /// [`WALL`] bit marks a wall-clock deadline.
     order: u64,
     task: Weak<Task>,
     /// The task's wait the entry belongs to (see [`Hub::wake_raw`]).
@@ -43,6 +63,10 @@ impl Entry {
     /// The task, if the wait this entry was armed for still goes on.
     fn live(&self) -> Option<Rc<Task>> {
         self.task.upgrade().filter(|t| t.seq.get() == self.seq)
+    }
+
+    fn is_wall(&self) -> bool {
+        self.order & WALL != 0
     }
 }
 
@@ -76,37 +100,91 @@ pub(crate) struct Timers {
     live: usize,
     /// The next entry's `order`.
     order: u64,
+    /// Wall entries in the heap, stale ones included.
+    walls: usize,
+    /// `CLOCK_REALTIME` less the hub's clock, in nanoseconds, as the wall
+    /// entries are mapped (measured at the first one).
+    wall_offset: Option<i128>,
 }
 
 impl Timers {
     /// Drops the stale entries at the top, so the top, if any, is live.
     fn skim(&mut self) {
         while self.heap.peek().is_some_and(|e| e.live().is_none()) {
-            self.heap.pop();
+            self.pop();
         }
+    }
+
+    /// Takes the top entry off the heap.
+    fn pop(&mut self) -> Option<Entry> {
+        let e = self.heap.pop()?;
+        if e.is_wall() {
+            self.walls -= 1;
+        }
+        Some(e)
     }
 
     /// Keeps only the live entries.
     fn compact(&mut self) {
         self.heap.retain(|e| e.live().is_some());
         self.live = self.heap.len();
+        self.walls = self.heap.iter().filter(|e| e.is_wall()).count();
+    }
+
+    /// The offset wall deadlines are mapped with, measured now if this is
+    /// the first.
+    fn wall_offset(&mut self) -> i128 {
+        *self.wall_offset.get_or_insert_with(wall_offset_now)
+    }
+
+    /// Moves the wall entries if the wall clock was set since they were
+    /// mapped.
+    fn follow_wall_clock(&mut self) {
+        let Some(old) = self.wall_offset.filter(|_| self.walls > 0) else {
+            return;
+        };
+        let new = wall_offset_now();
+        let change = new - old;
+        if change.abs() < WALL_SLACK_NS {
+            return;
+        }
+        self.wall_offset = Some(new);
+        // Set ahead by `change`, the wall clock reaches a deadline `change`
+        // sooner on the hub's clock (later when set back).
+        let by = Duration::from_nanos(u64::try_from(change.unsigned_abs()).unwrap_or(u64::MAX));
+        let mut entries = std::mem::take(&mut self.heap).into_vec();
+        for e in entries.iter_mut().filter(|e| e.is_wall()) {
+            e.at = if change > 0 {
+                // Before the hub's clock began: due.
+                e.at.checked_sub(by).unwrap_or_else(Instant::now)
+            } else {
+                // An `Instant` holds u64 seconds: this cannot overflow.
+                e.at.checked_add(by).unwrap_or(e.at)
+            };
+        }
+        self.heap = BinaryHeap::from(entries);
     }
 }
 
 impl Hub {
     /// Arms a timer that wakes `cur`'s current wait at `deadline`.
     #[inline]
-    pub(crate) fn arm_timer(&self, cur: &Rc<Task>, deadline: Instant) {
+    pub(crate) fn arm_timer(&self, cur: &Rc<Task>, deadline: Deadline) {
         internal::bookkeeping(|| {
             let mut t = self.timers.borrow_mut();
             if t.heap.len() >= 2 * t.live + SLACK {
                 t.compact();
             }
-            let order = t.order;
+            let mut order = t.order;
             t.order += 1;
             t.live += 1;
+            if deadline.is_wall() {
+                order |= WALL;
+                t.walls += 1;
+                self.reactor.watch_wall_clock();
+            }
             t.heap.push(Entry {
-                at: deadline,
+                at: deadline.instant(),
                 order,
                 task: Rc::downgrade(cur),
                 seq: cur.seq.get(),
@@ -125,11 +203,18 @@ impl Hub {
         t.live = t.live.saturating_sub(1);
     }
 
+    /// The offset between the wall clock and the hub's that a wall deadline
+    /// is mapped with now (see [`Deadline::wall`]).
+    pub(crate) fn wall_offset(&self) -> i128 {
+        self.timers.borrow_mut().wall_offset()
+    }
+
     /// How long the loop may sleep before the next timer is due (None: no
     /// timer).
     pub(crate) fn until_next_timer(&self, now: Instant) -> Option<Duration> {
         internal::bookkeeping(|| {
             let mut t = self.timers.borrow_mut();
+            t.follow_wall_clock();
             t.skim();
             t.heap.peek().map(|e| e.at.saturating_duration_since(now))
         })
@@ -145,10 +230,11 @@ impl Hub {
         if timers.heap.is_empty() {
             return;
         }
+        timers.follow_wall_clock();
         let now = Instant::now();
         // A timer due exactly now fires: deadlines are "not before".
         while timers.heap.peek().is_some_and(|e| e.at <= now) {
-            let Some(e) = timers.heap.pop() else { break };
+            let Some(e) = timers.pop() else { break };
             if let Some(task) = e.task.upgrade() {
                 if self.wake_raw(Rc::as_ptr(&task), e.seq, Wake::TimedOut) {
                     timers.live = timers.live.saturating_sub(1);
@@ -185,17 +271,23 @@ pub fn sleep_forever() {
 }
 
 /// Sleeps like [`sleep_until`] but returns early with `false` if the task is
-/// interrupted.
-pub fn sleep_interruptible(deadline: Instant) -> bool {
+/// interrupted. A wall-clock deadline ([`Deadline::wall`]) is followed when
+/// the wall clock is set meanwhile.
+pub fn sleep_interruptible(deadline: impl Into<Deadline>) -> bool {
+    let deadline = deadline.into();
+    if Instant::now() >= deadline.instant() {
+        return true;
+    }
     let hub = Hub::get();
     let cur = hub.current();
-    while Instant::now() < deadline {
+    loop {
         hub.prepare(&cur, Waiting::Sleep);
-        if hub.block(&cur, Some(deadline)) == Wake::Interrupted {
-            return false;
+        match hub.block(&cur, Some(deadline)) {
+            Wake::TimedOut => return true,
+            Wake::Interrupted => return false,
+            Wake::Ready | Wake::Closed => {} // not what it waits for: sleep on
         }
     }
-    true
 }
 
 #[cfg(test)]
@@ -216,7 +308,7 @@ mod tests {
         let far = Instant::now() + Duration::from_secs(3600);
         let t = crate::spawn(crate::Spawn::default(), move || {
             for _ in 0..WAITS {
-                assert_eq!(crate::park(KEY, Some(far), || true), crate::Park::Unparked);
+                assert_eq!(crate::park(KEY, Some(far.into()), || true), crate::Park::Unparked);
             }
         })
         .unwrap();
@@ -243,5 +335,55 @@ mod tests {
         // Nothing left to wait for: the loop sees no timer at all.
         assert_eq!(Hub::get().until_next_timer(Instant::now()), None);
         assert!(Hub::get().timers.borrow().heap.is_empty());
+    }
+
+    const SECOND: i128 = 1_000_000_000;
+
+    /// Makes the hub's wall entries look as if they were mapped when the
+    /// wall clock read `by` nanoseconds less than it does (`by` < 0: more):
+    /// the hub's next turn sees the wall clock set ahead by `by` since.
+    fn pretend_wall_clock_set(by: i128) {
+        let mut timers = Hub::get().timers.borrow_mut();
+        let offset = timers.wall_offset.expect("a wall deadline was mapped");
+        timers.wall_offset = Some(offset - by);
+    }
+
+    /// A wait until a wall-clock time ends as soon as the wall clock is set
+    /// past it, as the kernel's waits on `CLOCK_REALTIME` do.
+    #[test]
+    fn a_wall_deadline_follows_the_wall_clock_set_ahead() {
+        const KEY: usize = 0x3a11;
+        let t0 = Instant::now();
+        let at = crate::Deadline::wall(crate::now_nanos(libc::CLOCK_REALTIME) + 30 * SECOND);
+        let t = crate::spawn(crate::Spawn::default(), move || {
+            assert_eq!(crate::park(KEY, at, || true), crate::Park::TimedOut);
+        })
+        .unwrap();
+        crate::yield_now();
+        pretend_wall_clock_set(31 * SECOND);
+        crate::join(&t);
+        assert!(t0.elapsed() < Duration::from_secs(10), "waited {:?}", t0.elapsed());
+        let timers = Hub::get().timers.borrow();
+        assert_eq!((timers.walls, timers.live), (0, 0));
+    }
+
+    /// Set back, the wall clock takes longer to reach the deadline.
+    #[test]
+    fn a_wall_deadline_follows_the_wall_clock_set_back() {
+        const KEY: usize = 0x3a12;
+        let at = crate::Deadline::wall(crate::now_nanos(libc::CLOCK_REALTIME) + SECOND / 5);
+        let t = crate::spawn(crate::Spawn::default(), move || {
+            assert_eq!(crate::park(KEY, at, || true), crate::Park::Unparked);
+        })
+        .unwrap();
+        crate::yield_now();
+        pretend_wall_clock_set(-3600 * SECOND);
+        crate::sleep(Duration::from_millis(600));
+        assert!(
+            !t.is_finished(),
+            "the wait ended at the deadline the wall clock was set back from"
+        );
+        assert_eq!(crate::unpark(KEY, 1), 1);
+        crate::join(&t);
     }
 }

@@ -14,9 +14,9 @@
 //!
 //! All of a list's waiters belong to one hub (one OS thread).
 
+use crate::Deadline;
 use std::cell::Cell;
 use std::rc::Rc;
-use std::time::Instant;
 
 use crate::list::{Linked, Links, List};
 use crate::park::Park;
@@ -93,7 +93,7 @@ impl WaitList {
     /// it ([`Park::Unparked`]), the deadline passes, or it is interrupted.
     /// `what` names the wait in reports; `tag` is the caller's word for
     /// this waiter.
-    pub fn park(&self, what: Waiting, tag: u32, deadline: Option<Instant>) -> Park {
+    pub fn park(&self, what: Waiting, tag: u32, deadline: Option<Deadline>) -> Park {
         let (hub, cur) = Hub::get_and_current();
         self.park_keyed(hub, &cur, 0, what, tag, deadline)
     }
@@ -108,7 +108,7 @@ impl WaitList {
         key: usize,
         what: Waiting,
         tag: u32,
-        deadline: Option<Instant>,
+        deadline: Option<Deadline>,
     ) -> Park {
         cur.state.set(State::Blocked);
         cur.waiting.set(what);

@@ -2,15 +2,17 @@
 //!
 //! Every `timespec` a caller hands us is read here, through
 //! [`crate::user::read`]: a bad pointer gets `EFAULT` (the kernel's answer)
-//! instead of a crash inside a hook. Deadlines are `Option<Instant>`: `None`
-//! waits forever, which is also what a timeout too far away to represent
-//! means.
+//! instead of a crash inside a hook. Relative timeouts become an
+//! `Option<Instant>`, absolute ones an `Option<hub::Deadline>`, which keeps
+//! following the wall clock for a `CLOCK_REALTIME` time: `None` waits
+//! forever, which is also what a timeout too far away to represent means.
 
 // The portable build (macOS selection) has only the sleep hooks.
 #![cfg_attr(not(greenhook_linux_hooks), allow(dead_code))]
 
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use hub::Deadline;
 
 use libc::{c_int, clockid_t, timespec};
 
@@ -80,43 +82,30 @@ fn nanos(ts: &timespec) -> i128 {
     ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
 }
 
-/// The time on `clock` now, in nanoseconds.
-fn now_nanos(clock: clockid_t) -> i128 {
-    let mut now = timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `now` is a valid out pointer.
-    unsafe { libc::clock_gettime(clock, &mut now) };
-    nanos(&now)
+/// An absolute time on `clock` as a deadline (`None`: too far away). A
+/// time already past is due. Neither `CLOCK_MONOTONIC`, std's `Instant`,
+/// nor `CLOCK_REALTIME`, whose deadline follows the wall clock when it is
+/// set ([`Deadline::wall`]), reads a clock here; another clock's time is
+/// mapped once, with two reads.
+#[inline(always)]
+pub(crate) fn at(clock: clockid_t, ts: &timespec) -> Option<Deadline> {
+    match clock {
+        libc::CLOCK_MONOTONIC => Deadline::monotonic(nanos(ts)),
+        libc::CLOCK_REALTIME => Deadline::wall(nanos(ts)),
+        _ => at_other(clock, ts),
+    }
 }
 
-/// An absolute time on `clock` as an `Instant` (`None`: too far away). A
-/// time already past is now, or any instant before it.
-pub(crate) fn at(clock: clockid_t, ts: &timespec) -> Option<Instant> {
-    if clock == libc::CLOCK_MONOTONIC {
-        return monotonic_at(nanos(ts));
-    }
-    let now = now_nanos(clock);
+/// [`at`] on a clock other than the two.
+fn at_other(clock: clockid_t, ts: &timespec) -> Option<Deadline> {
+    let now = hub::now_nanos(clock);
     let at = Instant::now();
     let diff = nanos(ts) - now;
     if diff <= 0 {
-        return Some(at);
+        return Some(at.into());
     }
     at.checked_add(Duration::from_nanos(u64::try_from(diff).ok()?))
-}
-
-/// A `CLOCK_MONOTONIC` time, in nanoseconds, as an `Instant`, without
-/// reading a clock. std's `Instant` is `CLOCK_MONOTONIC` on Linux (as
-/// `Instant::now` documents), the same clock, so one pair of readings made
-/// once maps every such time: the clock first, then an `Instant`, so the
-/// mapped instant is late by the time between the two reads (tens of
-/// nanoseconds), never early. A time before the first reading is past.
-fn monotonic_at(target: i128) -> Option<Instant> {
-    static BASE: OnceLock<(i128, Instant)> = OnceLock::new();
-    let &(base, base_instant) = BASE.get_or_init(|| (now_nanos(libc::CLOCK_MONOTONIC), Instant::now()));
-    match u64::try_from(target - base) {
-        Ok(ahead) => base_instant.checked_add(Duration::from_nanos(ahead)),
-        Err(_) if target < base => Some(base_instant),
-        Err(_) => None, // beyond u64 nanoseconds: too far away
-    }
+        .map(Deadline::from)
 }
 
 /// An absolute pthread timeout (`pthread_mutex_timedlock`,
@@ -124,7 +113,8 @@ fn monotonic_at(target: i128) -> Option<Instant> {
 /// other than `CLOCK_REALTIME`/`CLOCK_MONOTONIC` or nanoseconds out of
 /// range; a negative time is already past. A null pointer gets `EINVAL`
 /// and another bad one `EFAULT`, where glibc would crash.
-pub(crate) fn absolute(clock: clockid_t, ts: *const timespec) -> Result<Option<Instant>, c_int> {
+#[inline(always)]
+pub(crate) fn absolute(clock: clockid_t, ts: *const timespec) -> Result<Option<Deadline>, c_int> {
     if ts.is_null() || (clock != libc::CLOCK_REALTIME && clock != libc::CLOCK_MONOTONIC) {
         return Err(libc::EINVAL);
     }
@@ -133,13 +123,14 @@ pub(crate) fn absolute(clock: clockid_t, ts: *const timespec) -> Result<Option<I
         return Err(libc::EINVAL);
     }
     if t.tv_sec < 0 {
-        return Ok(Some(Instant::now()));
+        return Ok(Some(Instant::now().into()));
     }
     Ok(at(clock, &t))
 }
 
 /// [`absolute`] for a wait that must end: a time too far to represent
 /// becomes thirty years from now rather than "never".
-pub(crate) fn absolute_bounded(clock: clockid_t, ts: *const timespec) -> Result<Option<Instant>, c_int> {
-    Ok(absolute(clock, ts)?.or_else(|| after(Duration::from_secs(86400 * 365 * 30))))
+#[inline(always)]
+pub(crate) fn absolute_bounded(clock: clockid_t, ts: *const timespec) -> Result<Option<Deadline>, c_int> {
+    Ok(absolute(clock, ts)?.or_else(|| after(Duration::from_secs(86400 * 365 * 30)).map(Deadline::from)))
 }

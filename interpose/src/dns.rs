@@ -96,7 +96,7 @@ impl StaticLock {
         let key = &STATIC_BUSY as *const AtomicBool as usize;
         while STATIC_BUSY.swap(true, Ordering::Acquire) {
             let dl = Instant::now() + Duration::from_millis(10);
-            hub::park(key, Some(dl), || STATIC_BUSY.load(Ordering::Relaxed));
+            hub::park(key, Some(dl.into()), || STATIC_BUSY.load(Ordering::Relaxed));
         }
         StaticLock
     }

@@ -24,7 +24,6 @@
 use std::cell::UnsafeCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
-use std::time::Instant;
 
 use libc::{c_long, timespec};
 
@@ -166,14 +165,14 @@ hook! {
 
 /// Converts a futex timeout to a deadline: relative (FUTEX_WAIT) or absolute
 /// on CLOCK_MONOTONIC / CLOCK_REALTIME.
-fn deadline(ts: *const timespec, relative: bool, realtime: bool) -> Result<Option<Instant>, i32> {
+fn deadline(ts: *const timespec, relative: bool, realtime: bool) -> Result<Option<hub::Deadline>, i32> {
     if ts.is_null() {
         return Ok(None);
     }
     let ts = crate::deadline::read(ts)?;
     let d = crate::deadline::duration_of(&ts)?;
     if relative {
-        return Ok(crate::deadline::after(d));
+        return Ok(crate::deadline::after(d).map(Into::into));
     }
     let clock = if realtime {
         libc::CLOCK_REALTIME
@@ -184,7 +183,7 @@ fn deadline(ts: *const timespec, relative: bool, realtime: bool) -> Result<Optio
 }
 
 /// Waits as a fiber; Ok(()) when woken.
-fn wait(uaddr: usize, val: u32, bitset: u32, deadline: Option<Instant>) -> Result<(), i32> {
+fn wait(uaddr: usize, val: u32, bitset: u32, deadline: Option<hub::Deadline>) -> Result<(), i32> {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let mut mismatch = false;
     let r = hub::park_remote(uaddr, deadline, |waker| {

@@ -99,7 +99,7 @@ fn wait_once(pidfd: Option<c_int>, backoff: &mut Duration) -> Result<(), c_int> 
             let key = backoff as *mut Duration as usize;
             let deadline = std::time::Instant::now().checked_add(*backoff);
             *backoff = (*backoff * 2).min(Duration::from_millis(10));
-            hub::park(key, deadline, || true) == hub::Park::Interrupted
+            hub::park(key, deadline.map(Into::into), || true) == hub::Park::Interrupted
         }
     };
     if interrupted && !crate::signal::restart_after_interrupt() {

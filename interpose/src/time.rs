@@ -68,20 +68,27 @@ hook! {
             Ok(d) => d,
             Err(e) => return e,
         };
-        let abs = flags & libc::TIMER_ABSTIME != 0;
-        let d = if abs {
-            let mut now = timespec { tv_sec: 0, tv_nsec: 0 };
-            // SAFETY: `now` is a valid out pointer; the clock id is valid.
-            unsafe { libc::clock_gettime(clock, &mut now) };
-            let now = Duration::new(now.tv_sec.max(0) as u64, now.tv_nsec as u32);
-            d.saturating_sub(now)
-        } else {
-            d
-        };
+        if flags & libc::TIMER_ABSTIME != 0 {
+            // Until a time on `clock`: on `CLOCK_REALTIME` it follows the
+            // wall clock when that is set, as the kernel's sleep does.
+            crate::cancel_point();
+            let done = match deadline::at(clock, &timespec_of(d)) {
+                Some(at) => hub::sleep_interruptible(at),
+                None => {
+                    hub::sleep_forever();
+                    false
+                }
+            };
+            if !done {
+                crate::cancel_point();
+                return libc::EINTR;
+            }
+            return 0;
+        }
         match sleep_for(d) {
             Ok(()) => 0,
             Err(left) => {
-                if !abs && !rem.is_null() {
+                if !rem.is_null() {
                     if let Err(e) = crate::user::write(rem, timespec_of(left)) {
                         return e;
                     }

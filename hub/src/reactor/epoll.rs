@@ -10,11 +10,18 @@ use rustix::event::{eventfd, EventfdFlags, Timespec};
 
 /// The data word that marks the notifier's eventfd.
 const NOTIFY: u64 = u64::MAX;
+/// The data word that marks the wall-clock watch.
+const WALL: u64 = u64::MAX - 1;
 
 pub(crate) struct Reactor {
     epfd: OwnedFd,
     notifier: Notifier,
     buf: std::cell::RefCell<Vec<epoll::Event>>,
+    /// A timer fd the kernel cancels when the wall clock is set, once a
+    /// wall deadline asked for it ([`Reactor::watch_wall_clock`]).
+    wall: std::cell::RefCell<Option<OwnedFd>>,
+    /// Whether it was asked for (and made, or failed) since the last fork.
+    wall_tried: std::cell::Cell<bool>,
 }
 
 /// Cross-thread wake-up: an eventfd registered in the epoll set.
@@ -45,7 +52,27 @@ impl Reactor {
             epfd,
             notifier: Notifier { efd: Arc::new(efd) },
             buf: std::cell::RefCell::new(Vec::with_capacity(256)),
+            wall: std::cell::RefCell::new(None),
+            wall_tried: std::cell::Cell::new(false),
         })
+    }
+
+    /// Makes a set of the wall clock end the next `wait`, or the one in
+    /// progress, so the hub moves its wall deadlines (see `clock`): a timer
+    /// fd on `CLOCK_REALTIME`, armed with `TFD_TIMER_CANCEL_ON_SET` at a
+    /// time that never comes, in the epoll set. Made once; without it (no
+    /// fd left) a hub asleep follows a set only when it wakes.
+    pub(crate) fn watch_wall_clock(&self) {
+        if self.wall_tried.replace(true) {
+            return;
+        }
+        let watch = || -> io::Result<OwnedFd> {
+            let fd = super::wall_watch::create()?;
+            // Level-triggered: a set makes it readable until read.
+            epoll::add(&self.epfd, &fd, EventData::new_u64(WALL), EventFlags::IN)?;
+            Ok(fd)
+        };
+        *self.wall.borrow_mut() = watch().ok();
     }
 
     /// In a forked child: a fresh epoll set and eventfd take over the same
@@ -71,6 +98,10 @@ impl Reactor {
             EventData::new_u64(NOTIFY),
             EventFlags::IN | EventFlags::ET,
         )?;
+        // The wall-clock watch is the parent's open timer (arming it would
+        // arm theirs): close our copy; the next wall deadline makes one.
+        self.wall.borrow_mut().take();
+        self.wall_tried.set(false);
         Ok(())
     }
 
@@ -118,6 +149,12 @@ impl Reactor {
             if data == NOTIFY {
                 let mut b = [0u8; 8];
                 let _ = rustix::io::read(self.notifier.efd.as_fd(), &mut b);
+                continue;
+            }
+            if data == WALL {
+                if let Some(fd) = &*self.wall.borrow() {
+                    super::wall_watch::rearm(fd);
+                }
                 continue;
             }
             let f = ev.flags;

@@ -10,6 +10,9 @@
 //! - `wait(timeout, out)` blocks at most `timeout` (None = forever) and
 //!   appends `(fd, readable, writable)` for each event. It never reports the
 //!   notifier itself; a wake-up through the notifier just makes it return.
+//! - `watch_wall_clock()` makes a set of the wall clock end a `wait` from
+//!   then on (Linux, both backends: `wall_watch`; kqueue cannot, and there
+//!   the hub notices a set at its next turn).
 //! - `notifier()` gives a `Send + Sync` handle whose `notify()` makes a
 //!   concurrent or future `wait` return, from any thread; `notify()` on the
 //!   reactor itself does the same without the handle (the Linux backend's
@@ -23,6 +26,8 @@
 
 #[cfg(all(target_os = "linux", not(greenhook_force_polling)))]
 mod epoll;
+#[cfg(target_os = "linux")]
+mod wall_watch;
 #[cfg(all(target_os = "linux", not(greenhook_force_polling)))]
 pub(crate) use epoll::{Notifier, Reactor};
 

@@ -30,7 +30,17 @@ impl Current {
 pub(crate) struct Reactor {
     poller: Arc<Current>,
     events: std::cell::RefCell<Events>,
+    /// The wall-clock watch (Linux), once a wall deadline asked for it.
+    #[cfg(target_os = "linux")]
+    wall: std::cell::RefCell<Option<std::os::fd::OwnedFd>>,
+    /// Whether it was asked for (and made, or failed) since the last fork.
+    #[cfg(target_os = "linux")]
+    wall_tried: std::cell::Cell<bool>,
 }
+
+/// The key of the wall-clock watch's events (no fd has it).
+#[cfg(target_os = "linux")]
+const WALL: usize = usize::MAX - 1;
 
 /// Cross-thread wake-up through `Poller::notify`.
 #[derive(Clone)]
@@ -55,6 +65,10 @@ impl Reactor {
         Ok(Reactor {
             poller: Arc::new(Current::new(Poller::new()?)),
             events: std::cell::RefCell::new(Events::new()),
+            #[cfg(target_os = "linux")]
+            wall: std::cell::RefCell::new(None),
+            #[cfg(target_os = "linux")]
+            wall_tried: std::cell::Cell::new(false),
         })
     }
 
@@ -64,8 +78,42 @@ impl Reactor {
     pub(crate) fn reset_after_fork(&self) -> io::Result<()> {
         let fresh = Box::into_raw(Box::new(Poller::new()?));
         self.poller.0.store(fresh, Ordering::Release);
+        // The watch is the parent's open timer: close our copy.
+        #[cfg(target_os = "linux")]
+        {
+            self.wall.borrow_mut().take();
+            self.wall_tried.set(false);
+        }
         Ok(())
     }
+
+    /// Makes a set of the wall clock end the next `wait`, or the one in
+    /// progress (see `wall_watch`); made once.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn watch_wall_clock(&self) {
+        use std::os::fd::AsRawFd;
+        if self.wall_tried.replace(true) {
+            return;
+        }
+        let watch = || -> io::Result<std::os::fd::OwnedFd> {
+            let fd = super::wall_watch::create()?;
+            // SAFETY: the fd stays open, owned by `self.wall`, until a
+            // fork's reset drops it, after the poller it was added to was
+            // replaced.
+            unsafe {
+                self.poller
+                    .get()
+                    .add_with_mode(fd.as_raw_fd(), Event::readable(WALL), PollMode::Level)?
+            };
+            Ok(fd)
+        };
+        *self.wall.borrow_mut() = watch().ok();
+    }
+
+    /// Elsewhere a set of the wall clock is followed at the hub's turns
+    /// only: kqueue cannot report one.
+    #[cfg(not(target_os = "linux"))]
+    pub(crate) fn watch_wall_clock(&self) {}
 
     pub(crate) fn notifier(&self) -> Notifier {
         Notifier {
@@ -105,6 +153,13 @@ impl Reactor {
             Err(e) => return Err(e),
         }
         for ev in events.iter() {
+            #[cfg(target_os = "linux")]
+            if ev.key == WALL {
+                if let Some(fd) = &*self.wall.borrow() {
+                    super::wall_watch::rearm(fd);
+                }
+                continue;
+            }
             out.push((ev.key as RawFd, ev.readable, ev.writable));
         }
         Ok(())

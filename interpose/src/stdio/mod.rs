@@ -216,7 +216,7 @@ pub(crate) fn acquire(f: *mut FILE) {
         // through `release`, which wakes us; another OS thread's hold is
         // polled.
         let poll = (!held_on_this_thread(f)).then(|| std::time::Instant::now() + std::time::Duration::from_millis(10));
-        hub::park_object("FILE lock", f as usize, 0, poll, || true);
+        hub::park_object("FILE lock", f as usize, 0, poll.map(Into::into), || true);
     }
 }
 

@@ -72,6 +72,8 @@
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Instant;
 
+use hub::Deadline;
+
 use libc::{c_int, clockid_t, timespec};
 
 pub mod barrier;
@@ -107,7 +109,7 @@ enum Wait {
     /// Not at all (`trylock`): `EBUSY` when taken.
     Try,
     /// Until the deadline; `None` waits forever.
-    Until(Option<Instant>),
+    Until(Option<Deadline>),
 }
 
 /// A timed lock (`timedlock`, `clocklock`): a free lock is taken whatever
@@ -224,7 +226,7 @@ fn wake_all(addr: usize) {
 /// Always inlined: each caller's `kind` and `busy` fold into its park
 /// (one call fewer, and no name looked up by kind, on every hand-over).
 #[inline(always)]
-fn park(kind: Kind, addr: usize, tag: u32, deadline: Option<Instant>, busy: impl FnOnce() -> bool) -> hub::Park {
+fn park(kind: Kind, addr: usize, tag: u32, deadline: Option<Deadline>, busy: impl FnOnce() -> bool) -> hub::Park {
     let r = hub::park_object(kind.name(), addr, tag, deadline, busy);
     if r == hub::Park::Interrupted {
         crate::async_cancel_point();
@@ -239,12 +241,12 @@ const FOREIGN_NAP: std::time::Duration = std::time::Duration::from_millis(2);
 /// The deadline of one park of a wait until `deadline`: sooner, when
 /// threads that are not fibers share pthread objects with them, since their
 /// wake-ups do not reach the hub.
-fn foreign_nap(deadline: Option<Instant>) -> Option<Instant> {
+fn foreign_nap(deadline: Option<Deadline>) -> Option<Deadline> {
     if !crate::gate::foreign_threads() {
         return deadline;
     }
     let nap = Instant::now() + FOREIGN_NAP;
-    Some(deadline.map_or(nap, |d| d.min(nap)))
+    Some(deadline.map_or(nap.into(), |d| d.min(nap)))
 }
 
 /// A thread that is not the fibers' own (it used glibc's function, and is

@@ -146,7 +146,7 @@ unsafe fn wait(s: *mut sem_t, timeout: Option<(clockid_t, *const timespec)>) -> 
 unsafe fn wait_slow(s: *mut sem_t, timeout: Option<(clockid_t, *const timespec)>) -> Result<(), c_int> {
     // SAFETY: per the contract.
     let (v, remote) = unsafe { (value(s), remote(s)) };
-    let mut deadline: Option<Option<Instant>> = None;
+    let mut deadline: Option<Option<hub::Deadline>> = None;
     loop {
         // SAFETY: per the contract; a fiber's wait runs on its hub.
         if unsafe { take(s, v) } {
@@ -165,13 +165,13 @@ unsafe fn wait_slow(s: *mut sem_t, timeout: Option<(clockid_t, *const timespec)>
             }
         };
         if remote {
-            if d.is_some_and(|d| Instant::now() >= d) {
+            if d.is_some_and(|d| Instant::now() >= d.instant()) {
                 return Err(libc::ETIMEDOUT);
             }
             // A post from outside this hub wakes only the kernel's
             // waiters: wait as one, then look again.
             // SAFETY: per the contract.
-            unsafe { super::pshared::sem::sleep(s, d) };
+            unsafe { super::pshared::sem::sleep(s, d.map(hub::Deadline::instant)) };
         } else if park(Kind::Semaphore, s as usize, tag(0), d, || {
             v.load(Ordering::Relaxed) == 0
         }) == hub::Park::TimedOut

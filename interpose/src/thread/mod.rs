@@ -312,7 +312,7 @@ enum JoinMode {
 
 impl JoinMode {
     /// The deadline of a join that has to wait.
-    fn deadline(&self) -> Result<Option<std::time::Instant>, c_int> {
+    fn deadline(&self) -> Result<Option<hub::Deadline>, c_int> {
         match *self {
             JoinMode::Until(clock, ts) => crate::deadline::absolute(clock, ts),
             _ => Ok(None),
@@ -330,7 +330,7 @@ fn wait_joined(
     me: usize,
     target: usize,
     mode: &JoinMode,
-    wait: impl Fn(Option<std::time::Instant>) -> hub::Wake,
+    wait: impl Fn(Option<hub::Deadline>) -> hub::Wake,
 ) -> Result<(), c_int> {
     let deadline = mode.deadline()?;
     crate::cancel_point();

@@ -105,9 +105,10 @@ pub(in crate::sync) unsafe fn lock(m: *mut pthread_mutex_t, wait: Wait) -> c_int
             libc::EBUSY => {}
             e => return e,
         }
+        // Mapped once: glibc's waits underneath take monotonic times.
         let deadline = match wait {
             Wait::Try => return libc::EBUSY,
-            Wait::Until(d) => d,
+            Wait::Until(d) => d.map(hub::Deadline::instant),
         };
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return libc::ETIMEDOUT;
@@ -262,7 +263,7 @@ fn nap(a: usize, deadline: Option<Instant>) {
         Kind::Mutex,
         a,
         sync::tag(0),
-        Some(deadline.map_or(nap, |d| d.min(nap))),
+        Some(deadline.map_or(nap, |d| d.min(nap)).into()),
         || true,
     );
 }

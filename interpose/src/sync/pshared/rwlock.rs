@@ -88,9 +88,10 @@ pub(in crate::sync) unsafe fn lock(l: *mut pthread_rwlock_t, write: bool, wait: 
             }
             return r;
         }
+        // Mapped once: glibc's waits underneath take monotonic times.
         let deadline = match wait {
             Wait::Try => return libc::EBUSY,
-            Wait::Until(d) => d,
+            Wait::Until(d) => d.map(hub::Deadline::instant),
         };
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return libc::ETIMEDOUT;

@@ -1,0 +1,141 @@
+//! Deadlines, on the hub's clock or on the wall clock.
+//!
+//! The hub's timers run on std's [`Instant`], which is `CLOCK_MONOTONIC` on
+//! Linux (as `Instant::now` documents). A deadline given on the wall clock
+//! (`CLOCK_REALTIME`: `pthread_cond_timedwait`'s default, `sem_timedwait`,
+//! an absolute `clock_nanosleep`) must follow that clock when it is set, as
+//! the kernel's own waits do. Such a [`Deadline`] is mapped onto the hub's
+//! clock with the hub's measure of the offset between the two clocks, made
+//! once, not at every wait, and the hub measures it again at its turns: when
+//! the wall clock was set, every wall deadline of the hub moves with it (see
+//! `timer`). A hub asleep in its poller is woken for that by a timer fd that
+//! the kernel cancels when the wall clock is set (see `reactor`).
+
+use std::num::NonZeroU64;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::Hub;
+
+/// When a wait ends: a time on the hub's clock, and whether it came from
+/// the wall clock (then it moves when that clock is set).
+///
+/// One word, so that an `Option<Deadline>` passes through the park calls
+/// in a register as an `Option<Instant>` did (a two-word deadline cost the
+/// timed condvar ping-pong an eighth of its instructions): nanoseconds
+/// since the hub clock's [`base`], plus one (never zero), and the [`WALL`]
+/// bit. That spans 292 years from the process's first deadline; a later
+/// one is as good as never and is kept at that.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deadline(NonZeroU64);
+
+/// The bit of a [`Deadline`] that marks a wall-clock one.
+const WALL: u64 = 1 << 63;
+/// The furthest a deadline reaches, in nanoseconds since [`base`].
+const FURTHEST: u64 = WALL - 2;
+
+impl From<Instant> for Deadline {
+    /// An instant before the base is due.
+    #[inline]
+    fn from(at: Instant) -> Deadline {
+        let ns = at.saturating_duration_since(base().1).as_nanos();
+        Deadline::since_base(u64::try_from(ns).unwrap_or(u64::MAX).min(FURTHEST), 0)
+    }
+}
+
+impl Deadline {
+    #[inline(always)]
+    fn since_base(ns: u64, wall: u64) -> Deadline {
+        // `ns` is at most FURTHEST: plus one, it is neither zero nor reaches
+        // the WALL bit.
+        Deadline(NonZeroU64::new((ns + 1) | wall).unwrap_or(NonZeroU64::MIN))
+    }
+
+    /// A time of the hub's clock (`CLOCK_MONOTONIC` on Linux), in
+    /// nanoseconds, as a deadline, without reading a clock. `None`: too far
+    /// away to represent. A time already past is due.
+    #[inline(always)]
+    pub fn monotonic(ns: i128) -> Option<Deadline> {
+        Deadline::on_hub_clock(ns, 0)
+    }
+
+    /// A `CLOCK_REALTIME` time, in nanoseconds, as a deadline of the
+    /// calling thread's hub (made if need be: the wait runs there) that
+    /// follows the wall clock when it is set. `None`: too far away to
+    /// represent. A time already past is due. Reads no clock once the hub
+    /// has measured its offset.
+    #[inline]
+    pub fn wall(ns: i128) -> Option<Deadline> {
+        Deadline::on_hub_clock(ns - Hub::get().wall_offset(), WALL)
+    }
+
+    #[inline(always)]
+    fn on_hub_clock(ns: i128, wall: u64) -> Option<Deadline> {
+        let ahead = ns - base().0;
+        if ahead > FURTHEST as i128 {
+            return None;
+        }
+        Some(Deadline::since_base(ahead.max(0) as u64, wall))
+    }
+
+    /// The instant on the hub's clock it stands for now.
+    #[inline]
+    pub fn instant(self) -> Instant {
+        let ns = (self.0.get() & !WALL) - 1;
+        // Within 292 years of an `Instant` taken now: no overflow.
+        base().1 + Duration::from_nanos(ns)
+    }
+
+    /// Whether it follows the wall clock.
+    #[inline]
+    pub(crate) fn is_wall(self) -> bool {
+        self.0.get() & WALL != 0
+    }
+
+    /// The earlier of the two; a deadline on the hub's clock when `at` is.
+    #[inline]
+    pub fn min(self, at: Instant) -> Deadline {
+        if at < self.instant() {
+            Deadline::from(at)
+        } else {
+            self
+        }
+    }
+}
+
+/// The time on `clock` now, in nanoseconds.
+#[inline]
+pub fn now_nanos(clock: libc::clockid_t) -> i128 {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `now` is a valid out pointer.
+    unsafe { libc::clock_gettime(clock, &mut now) };
+    now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128
+}
+
+/// The clock std's `Instant` reads (its docs name them).
+#[cfg(target_vendor = "apple")]
+const INSTANT_CLOCK: libc::clockid_t = libc::CLOCK_UPTIME_RAW;
+#[cfg(not(target_vendor = "apple"))]
+const INSTANT_CLOCK: libc::clockid_t = libc::CLOCK_MONOTONIC;
+
+/// `CLOCK_REALTIME` less the `Instant` clock, in nanoseconds, measured now.
+/// The wall clock is read first: the result is short of the true offset by
+/// the time between the two reads, so a wall time mapped with it lands
+/// late by as much, never early.
+pub(crate) fn wall_offset_now() -> i128 {
+    let wall = now_nanos(libc::CLOCK_REALTIME);
+    wall - now_nanos(INSTANT_CLOCK)
+}
+
+/// A time of the `Instant` clock (`CLOCK_MONOTONIC` on Linux,
+/// `CLOCK_UPTIME_RAW` on Apple's systems) in nanoseconds, and the same time
+/// as an `Instant`: std's `Instant` is that clock, so this one pair of
+/// readings, made once, maps every time of the clock to an `Instant`
+/// without reading it again. The clock is read first, then the `Instant`,
+/// so a mapped instant is late by the time between the two reads (tens of
+/// nanoseconds), never early.
+#[inline(always)]
+fn base() -> &'static (i128, Instant) {
+    static BASE: OnceLock<(i128, Instant)> = OnceLock::new();
+    BASE.get_or_init(|| (now_nanos(INSTANT_CLOCK), Instant::now()))
+}

@@ -1,0 +1,208 @@
+/*
+ * wall_clock_set: absolute waits on CLOCK_REALTIME follow a set of the wall
+ * clock, as POSIX asks, and a wait on CLOCK_MONOTONIC does not move.
+ *
+ * A child process sets the wall clock 30 s ahead 300 ms in, while every
+ * thread of the parent waits, and sets it back 4 s in (so the clock is
+ * put right even if the parent dies). Each CLOCK_REALTIME wait's deadline
+ * is 10 s off on the wall clock, so it ends at the set, well before the
+ * condvar on CLOCK_MONOTONIC ends its 3 s: a waiting process must be woken
+ * by the set itself.
+ *
+ * Setting the clock takes CAP_SYS_TIME: without it the program prints
+ * "skipped: ..." and exits 0.
+ *
+ * stdout: one line per wait, its answer and when it ended; "ok" last.
+ * stderr: the times.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define AHEAD 30 /* seconds the child sets the wall clock ahead */
+#define WAIT 10  /* seconds off each wall-clock deadline is */
+
+static struct timespec mono0;
+static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t c_real = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t c_mono;
+static pthread_mutex_t held = PTHREAD_MUTEX_INITIALIZER;
+static pthread_rwlock_t read_held = PTHREAD_RWLOCK_INITIALIZER;
+static sem_t never;
+
+static double since_start(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (t.tv_sec - mono0.tv_sec) + (t.tv_nsec - mono0.tv_nsec) / 1e9;
+}
+
+static struct timespec off(clockid_t clock, double s)
+{
+    struct timespec t;
+    clock_gettime(clock, &t);
+    t.tv_sec += (time_t)s;
+    t.tv_nsec += (long)((s - (time_t)s) * 1e9);
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
+static const char *answer(int rc)
+{
+    return rc == 0 ? "0" : rc == ETIMEDOUT ? "ETIMEDOUT" : strerror(rc);
+}
+
+/* Each wait's line, printed in order once all have ended. */
+static char lines[6][160];
+
+/* A wall-clock wait ended at the set, not at its deadline 10 s off. */
+static void report_wall(int i, const char *name, int rc)
+{
+    double s = since_start();
+    fprintf(stderr, "%s: %s after %.3f s\n", name, answer(rc), s);
+    snprintf(lines[i], sizeof lines[i], "%s: %s, %s", name, answer(rc),
+             s < 2 ? "ended at the set" : "ended later");
+}
+
+static void *cond_realtime(void *arg)
+{
+    (void)arg;
+    struct timespec dl = off(CLOCK_REALTIME, WAIT);
+    pthread_mutex_lock(&m);
+    int rc;
+    while ((rc = pthread_cond_timedwait(&c_real, &m, &dl)) == 0) {
+    }
+    pthread_mutex_unlock(&m);
+    report_wall(0, "pthread_cond_timedwait", rc);
+    return NULL;
+}
+
+static void *sem_realtime(void *arg)
+{
+    (void)arg;
+    struct timespec dl = off(CLOCK_REALTIME, WAIT);
+    int rc;
+    while ((rc = sem_timedwait(&never, &dl)) == -1 && errno == EINTR) {
+    }
+    report_wall(1, "sem_timedwait", rc == 0 ? 0 : errno);
+    return NULL;
+}
+
+static void *sleep_realtime(void *arg)
+{
+    (void)arg;
+    struct timespec dl = off(CLOCK_REALTIME, WAIT);
+    int rc;
+    while ((rc = clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &dl, NULL)) == EINTR) {
+    }
+    report_wall(2, "clock_nanosleep", rc);
+    return NULL;
+}
+
+static void *mutex_realtime(void *arg)
+{
+    (void)arg;
+    struct timespec dl = off(CLOCK_REALTIME, WAIT);
+    report_wall(3, "pthread_mutex_timedlock", pthread_mutex_timedlock(&held, &dl));
+    return NULL;
+}
+
+static void *rwlock_realtime(void *arg)
+{
+    (void)arg;
+    struct timespec dl = off(CLOCK_REALTIME, WAIT);
+    report_wall(4, "pthread_rwlock_timedwrlock", pthread_rwlock_timedwrlock(&read_held, &dl));
+    return NULL;
+}
+
+static void *cond_monotonic(void *arg)
+{
+    (void)arg;
+    struct timespec dl = off(CLOCK_MONOTONIC, 3);
+    pthread_mutex_lock(&m);
+    int rc;
+    while ((rc = pthread_cond_timedwait(&c_mono, &m, &dl)) == 0) {
+    }
+    pthread_mutex_unlock(&m);
+    double s = since_start();
+    fprintf(stderr, "pthread_cond_timedwait on CLOCK_MONOTONIC: %s after %.3f s\n", answer(rc), s);
+    snprintf(lines[5], sizeof lines[5], "pthread_cond_timedwait on CLOCK_MONOTONIC: %s, %s", answer(rc),
+             s >= 2.95 && s < WAIT / 2 ? "after its 3 s" : "at another time");
+    return NULL;
+}
+
+/* The child: the wall clock AHEAD s ahead at 0.3 s, back at 4 s. */
+static void set_clock_and_back(void)
+{
+    struct timespec wall, mono, nap = {0, 300000000L};
+    clock_gettime(CLOCK_REALTIME, &wall);
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    nanosleep(&nap, NULL);
+    struct timespec t = off(CLOCK_REALTIME, AHEAD);
+    if (clock_settime(CLOCK_REALTIME, &t) != 0)
+        _exit(2);
+    struct timespec rest = {3, 700000000L};
+    nanosleep(&rest, NULL);
+    /* Back: the wall time it would be had it never been set. */
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long long ns = (wall.tv_sec + (now.tv_sec - mono.tv_sec)) * 1000000000LL + wall.tv_nsec +
+                   (now.tv_nsec - mono.tv_nsec);
+    t.tv_sec = ns / 1000000000LL;
+    t.tv_nsec = ns % 1000000000LL;
+    _exit(clock_settime(CLOCK_REALTIME, &t) == 0 ? 0 : 3);
+}
+
+int main(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    if (clock_settime(CLOCK_REALTIME, &now) != 0) {
+        printf("skipped: cannot set the wall clock (%s)\n", strerror(errno));
+        return 0;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &mono0);
+    sem_init(&never, 0, 0);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c_mono, &ca);
+    pthread_mutex_lock(&held);
+    pthread_rwlock_rdlock(&read_held);
+
+    pid_t child = fork();
+    if (child == 0)
+        set_clock_and_back();
+    if (child < 0) {
+        perror("fork");
+        return 1;
+    }
+    void *(*waits[])(void *) = {cond_realtime, sem_realtime, sleep_realtime, mutex_realtime, rwlock_realtime,
+                                cond_monotonic};
+    enum { N = sizeof waits / sizeof waits[0] };
+    pthread_t t[N];
+    for (int i = 0; i < N; i++)
+        pthread_create(&t[i], NULL, waits[i], NULL);
+    for (int i = 0; i < N; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < N; i++)
+        printf("%s\n", lines[i]);
+    int status;
+    waitpid(child, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        printf("the child did not set the clock and back: status %d\n", status);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}
