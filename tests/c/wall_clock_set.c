@@ -15,13 +15,16 @@
  * stdout: one line per wait, its answer and when it ended; "ok" last.
  * stderr: the times.
  */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,7 +38,9 @@ static pthread_cond_t c_real = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t c_mono;
 static pthread_mutex_t held = PTHREAD_MUTEX_INITIALIZER;
 static pthread_rwlock_t read_held = PTHREAD_RWLOCK_INITIALIZER;
-static sem_t never;
+static sem_t never, release;
+static int futex_word;
+static pthread_t held_thread;
 
 static double since_start(void)
 {
@@ -63,7 +68,7 @@ static const char *answer(int rc)
 }
 
 /* Each wait's line, printed in order once all have ended. */
-static char lines[6][160];
+static char lines[8][160];
 
 /* A wall-clock wait ended at the set, not at its deadline 10 s off. */
 static void report_wall(int i, const char *name, int rc)
@@ -125,6 +130,36 @@ static void *rwlock_realtime(void *arg)
     return NULL;
 }
 
+static void *futex_realtime(void *arg)
+{
+    (void)arg;
+    struct timespec dl = off(CLOCK_REALTIME, WAIT);
+    long rc;
+    while ((rc = syscall(SYS_futex, &futex_word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME, 0,
+                         &dl, NULL, FUTEX_BITSET_MATCH_ANY)) == -1 &&
+           errno == EINTR) {
+    }
+    report_wall(5, "futex FUTEX_CLOCK_REALTIME", rc == 0 ? 0 : errno);
+    return NULL;
+}
+
+/* Ends when main posts `release`, after the others. */
+static void *held_until_released(void *arg)
+{
+    (void)arg;
+    while (sem_wait(&release) == -1 && errno == EINTR) {
+    }
+    return NULL;
+}
+
+static void *join_realtime(void *arg)
+{
+    (void)arg;
+    struct timespec dl = off(CLOCK_REALTIME, WAIT);
+    report_wall(6, "pthread_timedjoin_np", pthread_timedjoin_np(held_thread, NULL, &dl));
+    return NULL;
+}
+
 static void *cond_monotonic(void *arg)
 {
     (void)arg;
@@ -136,7 +171,7 @@ static void *cond_monotonic(void *arg)
     pthread_mutex_unlock(&m);
     double s = since_start();
     fprintf(stderr, "pthread_cond_timedwait on CLOCK_MONOTONIC: %s after %.3f s\n", answer(rc), s);
-    snprintf(lines[5], sizeof lines[5], "pthread_cond_timedwait on CLOCK_MONOTONIC: %s, %s", answer(rc),
+    snprintf(lines[7], sizeof lines[7], "pthread_cond_timedwait on CLOCK_MONOTONIC: %s, %s", answer(rc),
              s >= 2.95 && s < WAIT / 2 ? "after its 3 s" : "at another time");
     return NULL;
 }
@@ -173,6 +208,7 @@ int main(void)
     }
     clock_gettime(CLOCK_MONOTONIC, &mono0);
     sem_init(&never, 0, 0);
+    sem_init(&release, 0, 0);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -187,14 +223,17 @@ int main(void)
         perror("fork");
         return 1;
     }
-    void *(*waits[])(void *) = {cond_realtime, sem_realtime, sleep_realtime, mutex_realtime, rwlock_realtime,
-                                cond_monotonic};
+    pthread_create(&held_thread, NULL, held_until_released, NULL);
+    void *(*waits[])(void *) = {cond_realtime,   sem_realtime,   sleep_realtime, mutex_realtime,
+                                rwlock_realtime, futex_realtime, join_realtime,  cond_monotonic};
     enum { N = sizeof waits / sizeof waits[0] };
     pthread_t t[N];
     for (int i = 0; i < N; i++)
         pthread_create(&t[i], NULL, waits[i], NULL);
     for (int i = 0; i < N; i++)
         pthread_join(t[i], NULL);
+    sem_post(&release);
+    pthread_join(held_thread, NULL);
     for (int i = 0; i < N; i++)
         printf("%s\n", lines[i]);
     int status;
