@@ -17,21 +17,23 @@ use std::time::{Duration, Instant};
 
 use crate::Hub;
 
-/// When a wait ends: a time on the hub's clock, and whether it came from
-/// the wall clock (then it moves when that clock is set).
+/// When a wait ends: a time on the hub's clock, or one on the wall clock
+/// (which the hub maps onto its own as the wall clock stands when it arms
+/// the wait's timer, and moves when that clock is set).
 ///
 /// One word, so that an `Option<Deadline>` passes through the park calls
 /// in a register as an `Option<Instant>` did (a two-word deadline cost the
-/// timed condvar ping-pong an eighth of its instructions): nanoseconds
-/// since the hub clock's [`base`], plus one (never zero), and the [`WALL`]
-/// bit. That spans 292 years from the process's first deadline; a later
-/// one is as good as never and is kept at that.
+/// timed condvar ping-pong an eighth of its instructions): nanoseconds plus
+/// one (never zero), since the hub clock's [`base`] or, with the [`WALL`]
+/// bit, since 1970 on the wall clock. That spans 292 years (from the
+/// process's first deadline; to 2262); a later one is as good as never and
+/// is kept at that.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Deadline(NonZeroU64);
 
 /// The bit of a [`Deadline`] that marks a wall-clock one.
 const WALL: u64 = 1 << 63;
-/// The furthest a deadline reaches, in nanoseconds since [`base`].
+/// The furthest a deadline reaches, in nanoseconds.
 const FURTHEST: u64 = WALL - 2;
 
 impl From<Instant> for Deadline {
@@ -39,16 +41,25 @@ impl From<Instant> for Deadline {
     #[inline]
     fn from(at: Instant) -> Deadline {
         let ns = at.saturating_duration_since(base().1).as_nanos();
-        Deadline::since_base(u64::try_from(ns).unwrap_or(u64::MAX).min(FURTHEST), 0)
+        Deadline::of(u64::try_from(ns).unwrap_or(u64::MAX).min(FURTHEST), 0)
     }
 }
 
 impl Deadline {
     #[inline(always)]
-    fn since_base(ns: u64, wall: u64) -> Deadline {
+    fn of(ns: u64, wall: u64) -> Deadline {
         // `ns` is at most FURTHEST: plus one, it is neither zero nor reaches
         // the WALL bit.
         Deadline(NonZeroU64::new((ns + 1) | wall).unwrap_or(NonZeroU64::MIN))
+    }
+
+    /// `ns`, clamped below at 0 (due); `None` beyond [`FURTHEST`].
+    #[inline(always)]
+    fn clamped(ns: i128, wall: u64) -> Option<Deadline> {
+        if ns > FURTHEST as i128 {
+            return None;
+        }
+        Some(Deadline::of(ns.max(0) as u64, wall))
     }
 
     /// A time of the hub's clock (`CLOCK_MONOTONIC` on Linux), in
@@ -56,34 +67,48 @@ impl Deadline {
     /// away to represent. A time already past is due.
     #[inline(always)]
     pub fn monotonic(ns: i128) -> Option<Deadline> {
-        Deadline::on_hub_clock(ns, 0)
+        Deadline::clamped(ns - base().0, 0)
     }
 
-    /// A `CLOCK_REALTIME` time, in nanoseconds, as a deadline of the
-    /// calling thread's hub (made if need be: the wait runs there) that
-    /// follows the wall clock when it is set. `None`: too far away to
-    /// represent. A time already past is due. Reads no clock once the hub
-    /// has measured its offset.
-    #[inline]
-    pub fn wall(ns: i128) -> Option<Deadline> {
-        Deadline::on_hub_clock(ns - Hub::get().wall_offset(), WALL)
-    }
-
+    /// A `CLOCK_REALTIME` time, in nanoseconds, as a deadline that follows
+    /// the wall clock when it is set, without reading a clock. `None`: too
+    /// far away to represent. A time already past is due.
     #[inline(always)]
-    fn on_hub_clock(ns: i128, wall: u64) -> Option<Deadline> {
-        let ahead = ns - base().0;
-        if ahead > FURTHEST as i128 {
-            return None;
-        }
-        Some(Deadline::since_base(ahead.max(0) as u64, wall))
+    pub fn wall(ns: i128) -> Option<Deadline> {
+        Deadline::clamped(ns, WALL)
     }
 
-    /// The instant on the hub's clock it stands for now.
+    /// The nanoseconds it holds.
+    #[inline(always)]
+    fn nanos(self) -> u64 {
+        (self.0.get() & !WALL) - 1
+    }
+
+    /// The instant on the hub's clock it stands for now: for a wall-clock
+    /// deadline, as the calling thread's hub maps the wall clock (reading
+    /// no clock once the hub has measured the offset between the two).
     #[inline]
     pub fn instant(self) -> Instant {
-        let ns = (self.0.get() & !WALL) - 1;
-        // Within 292 years of an `Instant` taken now: no overflow.
-        base().1 + Duration::from_nanos(ns)
+        if self.is_wall() {
+            self.instant_with(Hub::get().wall_offset())
+        } else {
+            // Within 292 years of an `Instant` taken now: no overflow.
+            base().1 + Duration::from_nanos(self.nanos())
+        }
+    }
+
+    /// The instant it stands for when the wall clock is `wall_offset`
+    /// nanoseconds ahead of the hub's.
+    #[inline]
+    pub(crate) fn instant_with(self, wall_offset: i128) -> Instant {
+        if !self.is_wall() {
+            return base().1 + Duration::from_nanos(self.nanos());
+        }
+        let (base_ns, base_instant) = *base();
+        match u64::try_from(self.nanos() as i128 - wall_offset - base_ns) {
+            Ok(ahead) => base_instant + Duration::from_nanos(ahead),
+            Err(_) => base_instant, // before the base: due
+        }
     }
 
     /// Whether it follows the wall clock.
@@ -124,7 +149,17 @@ const INSTANT_CLOCK: libc::clockid_t = libc::CLOCK_MONOTONIC;
 /// late by as much, never early.
 pub(crate) fn wall_offset_now() -> i128 {
     let wall = now_nanos(libc::CLOCK_REALTIME);
-    wall - now_nanos(INSTANT_CLOCK)
+    let offset = wall - now_nanos(INSTANT_CLOCK);
+    #[cfg(test)]
+    let offset = offset + WALL_CLOCK_SET.with(|s| s.get());
+    offset
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How far the unit tests of this thread set the wall clock ahead, as
+    /// this thread's hub sees it.
+    pub(crate) static WALL_CLOCK_SET: std::cell::Cell<i128> = const { std::cell::Cell::new(0) };
 }
 
 /// A time of the `Instant` clock (`CLOCK_MONOTONIC` on Linux,

@@ -131,10 +131,14 @@ impl Timers {
         self.walls = self.heap.iter().filter(|e| e.is_wall()).count();
     }
 
-    /// The offset wall deadlines are mapped with, measured now if this is
-    /// the first.
+    /// The offset wall deadlines are mapped with: measured now when no
+    /// wall entry was mapped with the last measure (so a set of the wall
+    /// clock made while none was pending counts at once).
     fn wall_offset(&mut self) -> i128 {
-        *self.wall_offset.get_or_insert_with(wall_offset_now)
+        match self.wall_offset {
+            Some(offset) if self.walls > 0 => offset,
+            _ => *self.wall_offset.insert(wall_offset_now()),
+        }
     }
 
     /// Moves the wall entries if the wall clock was set since they were
@@ -178,13 +182,17 @@ impl Hub {
             let mut order = t.order;
             t.order += 1;
             t.live += 1;
-            if deadline.is_wall() {
+            let at = if deadline.is_wall() {
+                let at = deadline.instant_with(t.wall_offset());
                 order |= WALL;
                 t.walls += 1;
                 self.reactor.watch_wall_clock();
-            }
+                at
+            } else {
+                deadline.instant_with(0)
+            };
             t.heap.push(Entry {
-                at: deadline.instant(),
+                at,
                 order,
                 task: Rc::downgrade(cur),
                 seq: cur.seq.get(),
@@ -339,13 +347,10 @@ mod tests {
 
     const SECOND: i128 = 1_000_000_000;
 
-    /// Makes the hub's wall entries look as if they were mapped when the
-    /// wall clock read `by` nanoseconds less than it does (`by` < 0: more):
-    /// the hub's next turn sees the wall clock set ahead by `by` since.
-    fn pretend_wall_clock_set(by: i128) {
-        let mut timers = Hub::get().timers.borrow_mut();
-        let offset = timers.wall_offset.expect("a wall deadline was mapped");
-        timers.wall_offset = Some(offset - by);
+    /// Sets the wall clock `by` nanoseconds ahead (back when negative), as
+    /// this thread's hub sees it.
+    fn set_wall_clock(by: i128) {
+        crate::clock::WALL_CLOCK_SET.with(|s| s.set(s.get() + by));
     }
 
     /// A wait until a wall-clock time ends as soon as the wall clock is set
@@ -360,7 +365,7 @@ mod tests {
         })
         .unwrap();
         crate::yield_now();
-        pretend_wall_clock_set(31 * SECOND);
+        set_wall_clock(31 * SECOND);
         crate::join(&t);
         assert!(t0.elapsed() < Duration::from_secs(10), "waited {:?}", t0.elapsed());
         let timers = Hub::get().timers.borrow();
@@ -377,7 +382,7 @@ mod tests {
         })
         .unwrap();
         crate::yield_now();
-        pretend_wall_clock_set(-3600 * SECOND);
+        set_wall_clock(-3600 * SECOND);
         crate::sleep(Duration::from_millis(600));
         assert!(
             !t.is_finished(),
@@ -385,5 +390,30 @@ mod tests {
         );
         assert_eq!(crate::unpark(KEY, 1), 1);
         crate::join(&t);
+    }
+
+    /// A wait that parks again with the same deadline after the wall clock
+    /// was set (a wake-up that was not for it) maps it as the clock stands
+    /// then, not as it stood when the deadline was made.
+    #[test]
+    fn a_wall_deadline_parked_again_after_a_set_is_mapped_afresh() {
+        const KEY: usize = 0x3a13;
+        let t0 = Instant::now();
+        let at = crate::Deadline::wall(crate::now_nanos(libc::CLOCK_REALTIME) + 30 * SECOND);
+        let t = crate::spawn(crate::Spawn::default(), move || {
+            assert_eq!(crate::park(KEY, at, || true), crate::Park::Unparked);
+            assert_eq!(crate::park(KEY, at, || true), crate::Park::TimedOut);
+        })
+        .unwrap();
+        crate::yield_now();
+        // 10 s left on the wall clock; a turn of the hub follows the set.
+        set_wall_clock(20 * SECOND);
+        crate::sleep(Duration::from_millis(1));
+        assert_eq!(crate::unpark(KEY, 1), 1);
+        crate::yield_now();
+        // Past the deadline: the second wait must end now, not 11 s on.
+        set_wall_clock(11 * SECOND);
+        crate::join(&t);
+        assert!(t0.elapsed() < Duration::from_secs(5), "waited {:?}", t0.elapsed());
     }
 }
