@@ -4,11 +4,11 @@
 //! Linux (as `Instant::now` documents). A deadline given on the wall clock
 //! (`CLOCK_REALTIME`: `pthread_cond_timedwait`'s default, `sem_timedwait`,
 //! an absolute `clock_nanosleep`) must follow that clock when it is set, as
-//! the kernel's own waits do. Such a [`Deadline`] is mapped onto the hub's
-//! clock with the hub's measure of the offset between the two clocks, made
-//! once, not at every wait, and the hub measures it again at its turns: when
-//! the wall clock was set, every wall deadline of the hub moves with it (see
-//! `timer`). A hub asleep in its poller is woken for that by a timer fd that
+//! the kernel's own waits do. Such a [`Deadline`] keeps its wall time and is
+//! mapped onto the hub's clock when its timer is armed, with the hub's
+//! measure of the offset between the two clocks, made once, not at every
+//! wait; the hub measures it again at its turns, and when the wall clock was
+//! set, every wall deadline of the hub moves with it (see `timer`). A hub asleep in its poller is woken for that by a timer fd that
 //! the kernel cancels when the wall clock is set (see `reactor`).
 
 use std::num::NonZeroU64;

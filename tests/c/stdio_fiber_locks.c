@@ -17,10 +17,14 @@
  *              20 ms, prints "A2", unlocks; thread B prints "B" meanwhile
  *              (it must wait for A's funlockfile), then C uses
  *              ftrylockfile while A holds it (EBUSY-like non-zero) and after.
+ *              B and C start once A holds stdout, and C's second try comes
+ *              once A let go (semaphores, not sleeps: on a loaded machine
+ *              a native A may not run for a while).
  * alarm(20): a hang becomes a SIGALRM death.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,23 +116,33 @@ static void full_pipe(void)
 }
 
 static int g_try_held, g_try_free;
+static sem_t g_held, g_released; /* A holds stdout (posted twice); A let go */
+
+static void wait_for(sem_t *s)
+{
+    while (sem_wait(s) != 0) {
+    }
+}
 
 static void *holder(void *arg)
 {
     (void)arg;
     flockfile(stdout);
+    sem_post(&g_held);
+    sem_post(&g_held);
     printf("A1\n");
     usleep(20000);
     printf("A2\n");
     fflush(stdout);
     funlockfile(stdout);
+    sem_post(&g_released);
     return NULL;
 }
 
 static void *printer(void *arg)
 {
     (void)arg;
-    usleep(5000); /* A holds stdout now */
+    wait_for(&g_held);
     printf("B\n");
     fflush(stdout);
     return NULL;
@@ -137,11 +151,11 @@ static void *printer(void *arg)
 static void *trier(void *arg)
 {
     (void)arg;
-    usleep(5000);
+    wait_for(&g_held);
     g_try_held = ftrylockfile(stdout) != 0;
     if (!g_try_held)
         funlockfile(stdout);
-    usleep(40000);
+    wait_for(&g_released);
     g_try_free = ftrylockfile(stdout) == 0;
     if (g_try_free)
         funlockfile(stdout);
@@ -150,6 +164,8 @@ static void *trier(void *arg)
 
 static void flockfiles(void)
 {
+    sem_init(&g_held, 0, 0);
+    sem_init(&g_released, 0, 0);
     pthread_t a = spawn(holder, NULL), b = spawn(printer, NULL), c = spawn(trier, NULL);
     pthread_join(a, NULL);
     pthread_join(b, NULL);
