@@ -17,9 +17,10 @@
  *              20 ms, prints "A2", unlocks; thread B prints "B" meanwhile
  *              (it must wait for A's funlockfile), then C uses
  *              ftrylockfile while A holds it (EBUSY-like non-zero) and after.
- *              B and C start once A holds stdout, and C's second try comes
- *              once A let go (semaphores, not sleeps: on a loaded machine
- *              a native A may not run for a while).
+ *              B and C start once A holds stdout, A lets go only after C's
+ *              first try, and C's second try comes once B printed, so
+ *              after A and then B let go (semaphores, not sleeps: on a
+ *              loaded machine a native thread may not run for a while).
  * alarm(20): a hang becomes a SIGALRM death.
  */
 #define _GNU_SOURCE
@@ -116,7 +117,8 @@ static void full_pipe(void)
 }
 
 static int g_try_held, g_try_free;
-static sem_t g_held, g_released; /* A holds stdout (posted twice); A let go */
+/* A holds stdout (posted twice); C tried while A held it; B printed */
+static sem_t g_held, g_tried, g_printed;
 
 static void wait_for(sem_t *s)
 {
@@ -132,10 +134,10 @@ static void *holder(void *arg)
     sem_post(&g_held);
     printf("A1\n");
     usleep(20000);
+    wait_for(&g_tried);
     printf("A2\n");
     fflush(stdout);
     funlockfile(stdout);
-    sem_post(&g_released);
     return NULL;
 }
 
@@ -145,6 +147,7 @@ static void *printer(void *arg)
     wait_for(&g_held);
     printf("B\n");
     fflush(stdout);
+    sem_post(&g_printed);
     return NULL;
 }
 
@@ -155,7 +158,8 @@ static void *trier(void *arg)
     g_try_held = ftrylockfile(stdout) != 0;
     if (!g_try_held)
         funlockfile(stdout);
-    wait_for(&g_released);
+    sem_post(&g_tried);
+    wait_for(&g_printed);
     g_try_free = ftrylockfile(stdout) == 0;
     if (g_try_free)
         funlockfile(stdout);
@@ -165,7 +169,8 @@ static void *trier(void *arg)
 static void flockfiles(void)
 {
     sem_init(&g_held, 0, 0);
-    sem_init(&g_released, 0, 0);
+    sem_init(&g_tried, 0, 0);
+    sem_init(&g_printed, 0, 0);
     pthread_t a = spawn(holder, NULL), b = spawn(printer, NULL), c = spawn(trier, NULL);
     pthread_join(a, NULL);
     pthread_join(b, NULL);
