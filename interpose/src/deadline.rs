@@ -85,18 +85,24 @@ fn nanos(ts: &timespec) -> i128 {
 /// An absolute time on `clock` as a deadline (`None`: too far away). A
 /// time already past is due. Neither `CLOCK_MONOTONIC`, std's `Instant`,
 /// nor `CLOCK_REALTIME`, whose deadline follows the wall clock when it is
-/// set ([`Deadline::wall`]), reads a clock here; another clock's time is
-/// mapped once, with two reads.
+/// set ([`Deadline::wall`]), reads a clock here. `CLOCK_TAI` is the wall
+/// clock plus the TAI offset (two reads): its deadline follows a set of
+/// the wall clock too, as the kernel's do. Another clock's time is mapped
+/// once, with two reads.
 #[inline(always)]
 pub(crate) fn at(clock: clockid_t, ts: &timespec) -> Option<Deadline> {
     match clock {
         libc::CLOCK_MONOTONIC => Deadline::monotonic(nanos(ts)),
         libc::CLOCK_REALTIME => Deadline::wall(nanos(ts)),
+        libc::CLOCK_TAI => {
+            let tai_offset = hub::now_nanos(libc::CLOCK_TAI) - hub::now_nanos(libc::CLOCK_REALTIME);
+            Deadline::wall(nanos(ts) - tai_offset)
+        }
         _ => at_other(clock, ts),
     }
 }
 
-/// [`at`] on a clock other than the two.
+/// [`at`] on a clock other than those.
 fn at_other(clock: clockid_t, ts: &timespec) -> Option<Deadline> {
     let now = hub::now_nanos(clock);
     let at = Instant::now();

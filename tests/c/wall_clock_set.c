@@ -68,7 +68,7 @@ static const char *answer(int rc)
 }
 
 /* Each wait's line, printed in order once all have ended. */
-static char lines[8][160];
+static char lines[9][160];
 
 /* A wall-clock wait ended at the set, not at its deadline 10 s off. */
 static void report_wall(int i, const char *name, int rc)
@@ -111,6 +111,18 @@ static void *sleep_realtime(void *arg)
     while ((rc = clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &dl, NULL)) == EINTR) {
     }
     report_wall(2, "clock_nanosleep", rc);
+    return NULL;
+}
+
+/* CLOCK_TAI is the wall clock plus a constant: set with it. */
+static void *sleep_tai(void *arg)
+{
+    (void)arg;
+    struct timespec dl = off(CLOCK_TAI, WAIT);
+    int rc;
+    while ((rc = clock_nanosleep(CLOCK_TAI, TIMER_ABSTIME, &dl, NULL)) == EINTR) {
+    }
+    report_wall(8, "clock_nanosleep on CLOCK_TAI", rc);
     return NULL;
 }
 
@@ -224,8 +236,8 @@ int main(void)
         return 1;
     }
     pthread_create(&held_thread, NULL, held_until_released, NULL);
-    void *(*waits[])(void *) = {cond_realtime,   sem_realtime,   sleep_realtime, mutex_realtime,
-                                rwlock_realtime, futex_realtime, join_realtime,  cond_monotonic};
+    void *(*waits[])(void *) = {cond_realtime,   sem_realtime,   sleep_realtime, mutex_realtime, rwlock_realtime,
+                                futex_realtime, join_realtime,  cond_monotonic, sleep_tai};
     enum { N = sizeof waits / sizeof waits[0] };
     pthread_t t[N];
     for (int i = 0; i < N; i++)
