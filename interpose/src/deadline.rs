@@ -94,6 +94,7 @@ pub(crate) fn at(clock: clockid_t, ts: &timespec) -> Option<Deadline> {
     match clock {
         libc::CLOCK_MONOTONIC => Deadline::monotonic(nanos(ts)),
         libc::CLOCK_REALTIME => Deadline::wall(nanos(ts)),
+        #[cfg(target_os = "linux")]
         libc::CLOCK_TAI => {
             let tai_offset = hub::now_nanos(libc::CLOCK_TAI) - hub::now_nanos(libc::CLOCK_REALTIME);
             Deadline::wall(nanos(ts) - tai_offset)
