@@ -103,14 +103,20 @@ static void *sem_realtime(void *arg)
     return NULL;
 }
 
+/* An absolute clock_nanosleep on `clock`, reported as line `i`. */
+static void sleep_until(clockid_t clock, int i, const char *name)
+{
+    struct timespec dl = off(clock, WAIT);
+    int rc;
+    while ((rc = clock_nanosleep(clock, TIMER_ABSTIME, &dl, NULL)) == EINTR) {
+    }
+    report_wall(i, name, rc);
+}
+
 static void *sleep_realtime(void *arg)
 {
     (void)arg;
-    struct timespec dl = off(CLOCK_REALTIME, WAIT);
-    int rc;
-    while ((rc = clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &dl, NULL)) == EINTR) {
-    }
-    report_wall(2, "clock_nanosleep", rc);
+    sleep_until(CLOCK_REALTIME, 2, "clock_nanosleep");
     return NULL;
 }
 
@@ -118,11 +124,7 @@ static void *sleep_realtime(void *arg)
 static void *sleep_tai(void *arg)
 {
     (void)arg;
-    struct timespec dl = off(CLOCK_TAI, WAIT);
-    int rc;
-    while ((rc = clock_nanosleep(CLOCK_TAI, TIMER_ABSTIME, &dl, NULL)) == EINTR) {
-    }
-    report_wall(8, "clock_nanosleep on CLOCK_TAI", rc);
+    sleep_until(CLOCK_TAI, 8, "clock_nanosleep on CLOCK_TAI");
     return NULL;
 }
 
