@@ -19,9 +19,7 @@ pub(crate) struct Reactor {
     buf: std::cell::RefCell<Vec<epoll::Event>>,
     /// A timer fd the kernel cancels when the wall clock is set, once a
     /// wall deadline asked for it ([`Reactor::watch_wall_clock`]).
-    wall: std::cell::RefCell<Option<OwnedFd>>,
-    /// Whether it was asked for (and made, or failed) since the last fork.
-    wall_tried: std::cell::Cell<bool>,
+    wall: super::wall_watch::Watch,
 }
 
 /// Cross-thread wake-up: an eventfd registered in the epoll set.
@@ -52,27 +50,16 @@ impl Reactor {
             epfd,
             notifier: Notifier { efd: Arc::new(efd) },
             buf: std::cell::RefCell::new(Vec::with_capacity(256)),
-            wall: std::cell::RefCell::new(None),
-            wall_tried: std::cell::Cell::new(false),
+            wall: Default::default(),
         })
     }
 
     /// Makes a set of the wall clock end the next `wait`, or the one in
-    /// progress, so the hub moves its wall deadlines (see `clock`): a timer
-    /// fd on `CLOCK_REALTIME`, armed with `TFD_TIMER_CANCEL_ON_SET` at a
-    /// time that never comes, in the epoll set. Made once; without it (no
-    /// fd left) a hub asleep follows a set only when it wakes.
+    /// progress, so the hub moves its wall deadlines (see `wall_watch`).
     pub(crate) fn watch_wall_clock(&self) {
-        if self.wall_tried.replace(true) {
-            return;
-        }
-        let watch = || -> io::Result<OwnedFd> {
-            let fd = super::wall_watch::create()?;
-            // Level-triggered: a set makes it readable until read.
-            epoll::add(&self.epfd, &fd, EventData::new_u64(WALL), EventFlags::IN)?;
-            Ok(fd)
-        };
-        *self.wall.borrow_mut() = watch().ok();
+        // Level-triggered: a set makes it readable until read.
+        self.wall
+            .start(|fd| Ok(epoll::add(&self.epfd, fd, EventData::new_u64(WALL), EventFlags::IN)?));
     }
 
     /// In a forked child: a fresh epoll set and eventfd take over the same
@@ -98,10 +85,7 @@ impl Reactor {
             EventData::new_u64(NOTIFY),
             EventFlags::IN | EventFlags::ET,
         )?;
-        // The wall-clock watch is the parent's open timer (arming it would
-        // arm theirs): close our copy; the next wall deadline makes one.
-        self.wall.borrow_mut().take();
-        self.wall_tried.set(false);
+        self.wall.reset_after_fork();
         Ok(())
     }
 
@@ -152,9 +136,7 @@ impl Reactor {
                 continue;
             }
             if data == WALL {
-                if let Some(fd) = &*self.wall.borrow() {
-                    super::wall_watch::rearm(fd);
-                }
+                self.wall.fired();
                 continue;
             }
             let f = ev.flags;

@@ -32,10 +32,7 @@ pub(crate) struct Reactor {
     events: std::cell::RefCell<Events>,
     /// The wall-clock watch (Linux), once a wall deadline asked for it.
     #[cfg(target_os = "linux")]
-    wall: std::cell::RefCell<Option<std::os::fd::OwnedFd>>,
-    /// Whether it was asked for (and made, or failed) since the last fork.
-    #[cfg(target_os = "linux")]
-    wall_tried: std::cell::Cell<bool>,
+    wall: super::wall_watch::Watch,
 }
 
 /// The key of the wall-clock watch's events (no fd has it).
@@ -66,9 +63,7 @@ impl Reactor {
             poller: Arc::new(Current::new(Poller::new()?)),
             events: std::cell::RefCell::new(Events::new()),
             #[cfg(target_os = "linux")]
-            wall: std::cell::RefCell::new(None),
-            #[cfg(target_os = "linux")]
-            wall_tried: std::cell::Cell::new(false),
+            wall: Default::default(),
         })
     }
 
@@ -78,36 +73,26 @@ impl Reactor {
     pub(crate) fn reset_after_fork(&self) -> io::Result<()> {
         let fresh = Box::into_raw(Box::new(Poller::new()?));
         self.poller.0.store(fresh, Ordering::Release);
-        // The watch is the parent's open timer: close our copy.
         #[cfg(target_os = "linux")]
-        {
-            self.wall.borrow_mut().take();
-            self.wall_tried.set(false);
-        }
+        self.wall.reset_after_fork();
         Ok(())
     }
 
     /// Makes a set of the wall clock end the next `wait`, or the one in
-    /// progress (see `wall_watch`); made once.
+    /// progress (see `wall_watch`).
     #[cfg(target_os = "linux")]
     pub(crate) fn watch_wall_clock(&self) {
         use std::os::fd::AsRawFd;
-        if self.wall_tried.replace(true) {
-            return;
-        }
-        let watch = || -> io::Result<std::os::fd::OwnedFd> {
-            let fd = super::wall_watch::create()?;
+        self.wall.start(|fd| {
             // SAFETY: the fd stays open, owned by `self.wall`, until a
             // fork's reset drops it, after the poller it was added to was
             // replaced.
             unsafe {
                 self.poller
                     .get()
-                    .add_with_mode(fd.as_raw_fd(), Event::readable(WALL), PollMode::Level)?
-            };
-            Ok(fd)
-        };
-        *self.wall.borrow_mut() = watch().ok();
+                    .add_with_mode(fd.as_raw_fd(), Event::readable(WALL), PollMode::Level)
+            }
+        });
     }
 
     /// Elsewhere a set of the wall clock is followed at the hub's turns
@@ -155,9 +140,7 @@ impl Reactor {
         for ev in events.iter() {
             #[cfg(target_os = "linux")]
             if ev.key == WALL {
-                if let Some(fd) = &*self.wall.borrow() {
-                    super::wall_watch::rearm(fd);
-                }
+                self.wall.fired();
                 continue;
             }
             out.push((ev.key as RawFd, ev.readable, ev.writable));

@@ -3,6 +3,7 @@
 //! readable only when the wall clock is set. In the poller's set it ends a
 //! wait at such a set, and the hub moves its wall deadlines (see `clock`).
 
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::os::fd::OwnedFd;
 
@@ -10,8 +11,43 @@ use rustix::time::{
     timerfd_create, timerfd_settime, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec,
 };
 
+/// A reactor's watch, made at its hub's first wall deadline.
+#[derive(Default)]
+pub(crate) struct Watch {
+    fd: RefCell<Option<OwnedFd>>,
+    /// Whether it was asked for (and made, or failed) since the last fork.
+    tried: Cell<bool>,
+}
+
+impl Watch {
+    /// Makes the watch, once, and hands it to `register` for the poller's
+    /// set. Without it (no fd left, a failed registration) a hub asleep
+    /// follows a set of the wall clock only when it wakes.
+    pub(crate) fn start(&self, register: impl FnOnce(&OwnedFd) -> io::Result<()>) {
+        if self.tried.replace(true) {
+            return;
+        }
+        let fd = create().and_then(|fd| register(&fd).map(|()| fd));
+        *self.fd.borrow_mut() = fd.ok();
+    }
+
+    /// Its event came: the wall clock was set.
+    pub(crate) fn fired(&self) {
+        if let Some(fd) = &*self.fd.borrow() {
+            rearm(fd);
+        }
+    }
+
+    /// In a forked child: the watch is the parent's open timer (arming it
+    /// would arm theirs). Closes our copy; the next wall deadline makes one.
+    pub(crate) fn reset_after_fork(&self) {
+        self.fd.borrow_mut().take();
+        self.tried.set(false);
+    }
+}
+
 /// A new watch, armed.
-pub(crate) fn create() -> io::Result<OwnedFd> {
+fn create() -> io::Result<OwnedFd> {
     let fd = timerfd_create(TimerfdClockId::Realtime, TimerfdFlags::CLOEXEC | TimerfdFlags::NONBLOCK)?;
     arm(&fd)?;
     Ok(fd)
@@ -36,7 +72,7 @@ fn arm(fd: &OwnedFd) -> io::Result<()> {
 
 /// After a set: the read fails with `ECANCELED` (which clears the fd's
 /// readiness), and the timer must be armed again to report the next set.
-pub(crate) fn rearm(fd: &OwnedFd) {
+fn rearm(fd: &OwnedFd) {
     let mut b = [0u8; 8];
     let _ = rustix::io::read(fd, &mut b);
     let _ = arm(fd);
