@@ -8,8 +8,9 @@
 //! mapped onto the hub's clock when its timer is armed, with the hub's
 //! measure of the offset between the two clocks, made once, not at every
 //! wait; the hub measures it again at its turns, and when the wall clock was
-//! set, every wall deadline of the hub moves with it (see `timer`). A hub asleep in its poller is woken for that by a timer fd that
-//! the kernel cancels when the wall clock is set (see `reactor`).
+//! set, every wall deadline of the hub moves with it (see `timer`). A hub
+//! asleep in its poller is woken for that by a timer fd that the kernel
+//! cancels when the wall clock is set (see `reactor`).
 
 use std::num::NonZeroU64;
 use std::sync::OnceLock;
@@ -89,19 +90,16 @@ impl Deadline {
     /// no clock once the hub has measured the offset between the two).
     #[inline]
     pub fn instant(self) -> Instant {
-        if self.is_wall() {
-            self.instant_with(Hub::get().wall_offset())
-        } else {
-            // Within 292 years of an `Instant` taken now: no overflow.
-            base().1 + Duration::from_nanos(self.nanos())
-        }
+        self.instant_with(if self.is_wall() { Hub::get().wall_offset() } else { 0 })
     }
 
     /// The instant it stands for when the wall clock is `wall_offset`
-    /// nanoseconds ahead of the hub's.
+    /// nanoseconds ahead of the hub's (ignored for a deadline on the hub's
+    /// clock).
     #[inline]
     pub(crate) fn instant_with(self, wall_offset: i128) -> Instant {
         if !self.is_wall() {
+            // Within 292 years of an `Instant` taken now: no overflow.
             return base().1 + Duration::from_nanos(self.nanos());
         }
         let (base_ns, base_instant) = *base();
@@ -143,13 +141,20 @@ const INSTANT_CLOCK: libc::clockid_t = libc::CLOCK_UPTIME_RAW;
 #[cfg(not(target_vendor = "apple"))]
 const INSTANT_CLOCK: libc::clockid_t = libc::CLOCK_MONOTONIC;
 
-/// `CLOCK_REALTIME` less the `Instant` clock, in nanoseconds, measured now.
-/// The wall clock is read first: the result is short of the true offset by
-/// the time between the two reads, so a wall time mapped with it lands
-/// late by as much, never early.
+/// `clock` less `from`, in nanoseconds, measured now. `clock` is read
+/// first: the result is short of the true offset by the time between the
+/// two reads, so a time of `clock` mapped onto `from` with it lands late by
+/// as much, never early.
+#[inline]
+pub fn offset_now(clock: libc::clockid_t, from: libc::clockid_t) -> i128 {
+    let ahead = now_nanos(clock);
+    ahead - now_nanos(from)
+}
+
+/// `CLOCK_REALTIME` less the `Instant` clock, measured now (see
+/// [`offset_now`]).
 pub(crate) fn wall_offset_now() -> i128 {
-    let wall = now_nanos(libc::CLOCK_REALTIME);
-    let offset = wall - now_nanos(INSTANT_CLOCK);
+    let offset = offset_now(libc::CLOCK_REALTIME, INSTANT_CLOCK);
     #[cfg(test)]
     let offset = offset + WALL_CLOCK_SET.with(|s| s.get());
     offset

@@ -77,7 +77,7 @@ use std::cell::{Cell, RefCell};
 use std::os::fd::RawFd;
 use std::rc::Rc;
 
-pub use clock::{now_nanos, Deadline};
+pub use clock::{now_nanos, offset_now, Deadline};
 pub use cputime::cpu_time;
 pub use deadlock::DEADLOCK_EXIT_CODE;
 pub use fd::{forget_fd, registered_high, wait_fd, wait_fds, Interest};

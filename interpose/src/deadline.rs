@@ -88,31 +88,16 @@ fn nanos(ts: &timespec) -> i128 {
 /// set ([`Deadline::wall`]), reads a clock here. `CLOCK_TAI` is the wall
 /// clock plus the TAI offset (two reads): its deadline follows a set of
 /// the wall clock too, as the kernel's do. Another clock's time is mapped
-/// once, with two reads.
+/// onto `CLOCK_MONOTONIC` once, with two reads.
 #[inline(always)]
 pub(crate) fn at(clock: clockid_t, ts: &timespec) -> Option<Deadline> {
     match clock {
         libc::CLOCK_MONOTONIC => Deadline::monotonic(nanos(ts)),
         libc::CLOCK_REALTIME => Deadline::wall(nanos(ts)),
         #[cfg(target_os = "linux")]
-        libc::CLOCK_TAI => {
-            let tai_offset = hub::now_nanos(libc::CLOCK_TAI) - hub::now_nanos(libc::CLOCK_REALTIME);
-            Deadline::wall(nanos(ts) - tai_offset)
-        }
-        _ => at_other(clock, ts),
+        libc::CLOCK_TAI => Deadline::wall(nanos(ts) - hub::offset_now(clock, libc::CLOCK_REALTIME)),
+        _ => Deadline::monotonic(nanos(ts) - hub::offset_now(clock, libc::CLOCK_MONOTONIC)),
     }
-}
-
-/// [`at`] on a clock other than those.
-fn at_other(clock: clockid_t, ts: &timespec) -> Option<Deadline> {
-    let now = hub::now_nanos(clock);
-    let at = Instant::now();
-    let diff = nanos(ts) - now;
-    if diff <= 0 {
-        return Some(at.into());
-    }
-    at.checked_add(Duration::from_nanos(u64::try_from(diff).ok()?))
-        .map(Deadline::from)
 }
 
 /// An absolute pthread timeout (`pthread_mutex_timedlock`,
