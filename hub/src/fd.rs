@@ -13,8 +13,7 @@ use std::time::Instant;
 
 use crate::stats::bump;
 use crate::task::Waiter;
-use crate::Deadline;
-use crate::{Hub, Waiting, Wake};
+use crate::{Deadline, Hub, Waiting, Wake};
 
 /// Direction of fd readiness.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -15,8 +15,7 @@ use crossbeam_queue::SegQueue;
 
 use crate::reactor::Notifier;
 use crate::task::Waiter;
-use crate::Deadline;
-use crate::{Hub, Park, Waiting, Wake};
+use crate::{Deadline, Hub, Park, Waiting, Wake};
 
 struct Shared {
     queue: SegQueue<u64>,

@@ -11,11 +11,10 @@
 //! current, so a wake-up that lost a race (a timeout against a readiness
 //! event) can never end the task's *next* wait.
 
-use crate::Deadline;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use crate::{Hub, Interest};
+use crate::{Deadline, Hub, Interest};
 
 /// The life cycle of a task.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -14,14 +14,13 @@
 //!
 //! All of a list's waiters belong to one hub (one OS thread).
 
-use crate::Deadline;
 use std::cell::Cell;
 use std::rc::Rc;
 
 use crate::list::{Linked, Links, List};
 use crate::park::Park;
 use crate::stats::bump;
-use crate::{Hub, State, Task, Waiting, Wake};
+use crate::{Deadline, Hub, State, Task, Waiting, Wake};
 
 /// A FIFO of parked tasks, two words of the caller's memory (all zero is
 /// an empty list).

@@ -64,15 +64,15 @@ hook! {
             // SAFETY: forwarded unchanged.
             return unsafe { clock_nanosleep::real(clock, flags, req, rem) };
         }
-        let d = match deadline::read(req).and_then(|req| duration_of(&req)) {
-            Ok(d) => d,
+        let (req, d) = match deadline::read(req).and_then(|req| Ok((req, duration_of(&req)?))) {
+            Ok(read) => read,
             Err(e) => return e,
         };
         if flags & libc::TIMER_ABSTIME != 0 {
             // Until a time on `clock`: on `CLOCK_REALTIME` it follows the
             // wall clock when that is set, as the kernel's sleep does.
             crate::cancel_point();
-            let done = match deadline::at(clock, &timespec_of(d)) {
+            let done = match deadline::at(clock, &req) {
                 Some(at) => hub::sleep_interruptible(at),
                 None => {
                     hub::sleep_forever();
