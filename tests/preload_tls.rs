@@ -5,7 +5,7 @@
 //! shows is what used to corrupt `__thread` variables.
 mod util;
 
-use util::{compile, compile_shared, differential, run};
+use util::{compile, compile_shared, differential, differential_env, run};
 
 /// 8 threads keep their own `__thread` values and errno across a sleep
 /// that runs the others, and each starts from the initial value.
@@ -173,4 +173,20 @@ fn two_threads_print_to_one_full_pipe() {
 #[test]
 fn flockfile_held_across_a_sleep_serialises_other_threads() {
     differential("stdio_fiber_locks", &["flockfile"]);
+}
+
+/// Without FSGSBASE (Linux before 5.9, or a CPU without it) a switch sets
+/// the thread pointer with `arch_prctl`, which `GREENHOOK_TLS=fiber-syscall`
+/// forces here. Thread variables, errno and glibc's per-thread state stay
+/// per thread, and signal handlers run at preemptions between such
+/// switches as natively. The system call is made by the instruction, not
+/// through libc's `syscall()`, which under the preload is our own hook and
+/// would run in the middle of the switch.
+#[test]
+fn a_switch_by_system_call_keeps_thread_state() {
+    let env = [("GREENHOOK_TLS", "fiber-syscall")];
+    for mode in ["vars", "strerror", "locale", "cpu"] {
+        differential_env("tls_per_thread", &[mode], &env);
+    }
+    differential_env("pure_loops_are_preempted", &["signals"], &env);
 }

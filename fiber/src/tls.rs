@@ -91,18 +91,44 @@ pub(crate) mod arch {
             // (AT_HWCAP2), so the instruction does not fault.
             unsafe { asm!("wrfsbase {}", in(reg) tp, options(nostack, preserves_flags)) };
         } else {
-            // SAFETY: as above; ARCH_SET_FS takes the new base.
-            unsafe {
-                libc::syscall(libc::SYS_arch_prctl, 0x1002 /* ARCH_SET_FS */, tp)
-            };
+            set_by_syscall(tp);
         }
+    }
+
+    /// `arch_prctl(ARCH_SET_FS, tp)` by the `syscall` instruction itself.
+    /// Not through libc's `syscall()`: under the preload that symbol is
+    /// greenhook's own hook, which would run in the middle of a switch,
+    /// with the new thread pointer already in place and the old context
+    /// still current, and whose return may run signal handlers or switch
+    /// fibers.
+    #[cold]
+    #[inline(never)]
+    fn set_by_syscall(tp: usize) {
+        let r: isize;
+        // SAFETY: ARCH_SET_FS only sets the calling thread's fs base, to a
+        // TCB per `set_thread_pointer`'s contract; the instruction clobbers
+        // rcx and r11 only.
+        unsafe {
+            asm!(
+                "syscall",
+                inlateout("rax") libc::SYS_arch_prctl as isize => r,
+                in("rdi") 0x1002, // ARCH_SET_FS
+                in("rsi") tp,
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack),
+            )
+        };
+        // Fails only for an address that is not canonical.
+        debug_assert_eq!(r, 0, "arch_prctl(ARCH_SET_FS, {tp:#x})");
     }
 
     /// Decides between `wrfsbase` and `arch_prctl` (once).
     pub(crate) fn detect() {
         // SAFETY: getauxval has no preconditions.
         let hwcap2 = unsafe { libc::getauxval(libc::AT_HWCAP2) };
-        FSGSBASE.store(hwcap2 & 2 != 0, Ordering::Relaxed); // HWCAP2_FSGSBASE
+        let asked = super::setting() != super::Setting::FiberSyscall;
+        FSGSBASE.store(asked && hwcap2 & 2 != 0, Ordering::Relaxed); // HWCAP2_FSGSBASE
     }
 
     /// How a switch installs a thread pointer, for reports.
@@ -209,24 +235,46 @@ pub fn enabled() -> bool {
     })
 }
 
-/// Whether `GREENHOOK_TLS` leaves per-fiber TLS on (not `shared`), read
-/// once: a program may empty its environment before its first fiber (nginx
-/// does), so the preload reads it when it loads ([`read_env`]).
-fn env_allows() -> bool {
-    static ALLOWS: OnceLock<bool> = OnceLock::new();
-    *ALLOWS.get_or_init(|| match std::env::var("GREENHOOK_TLS").as_deref() {
-        Ok("shared") => false,
-        Ok("fiber") | Err(_) => true,
+/// What `GREENHOOK_TLS` asks for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Setting {
+    /// `fiber` (the default): TLS of their own, switched by `wrfsbase`
+    /// where the CPU and kernel allow it.
+    Fiber,
+    /// `fiber-syscall`: TLS of their own, always switched by
+    /// `arch_prctl`, as on a machine without FSGSBASE (to test and
+    /// measure that path on one that has it).
+    FiberSyscall,
+    /// `shared`: fibers share their thread's TLS.
+    Shared,
+}
+
+/// `GREENHOOK_TLS`, read once: a program may empty its environment before
+/// its first fiber (nginx does), so the preload reads it when it loads
+/// ([`read_env`]).
+fn setting() -> Setting {
+    static SETTING: OnceLock<Setting> = OnceLock::new();
+    *SETTING.get_or_init(|| match std::env::var("GREENHOOK_TLS").as_deref() {
+        Ok("shared") => Setting::Shared,
+        Ok("fiber-syscall") => Setting::FiberSyscall,
+        Ok("fiber") | Err(_) => Setting::Fiber,
         Ok(other) => {
-            eprintln!("greenhook: GREENHOOK_TLS={other:?} is neither \"fiber\" nor \"shared\"; using \"fiber\"");
-            true
+            eprintln!(
+                "greenhook: GREENHOOK_TLS={other:?} is none of \"fiber\", \"fiber-syscall\" and \"shared\"; using \"fiber\""
+            );
+            Setting::Fiber
         }
     })
 }
 
-/// Reads this module's environment settings now (see [`env_allows`]).
+/// Whether `GREENHOOK_TLS` leaves per-fiber TLS on (not `shared`).
+fn env_allows() -> bool {
+    setting() != Setting::Shared
+}
+
+/// Reads this module's environment settings now (see [`setting`]).
 pub fn read_env() {
-    env_allows();
+    setting();
 }
 
 /// Where the calling context's thread-local at `addr` lies relative to

@@ -451,6 +451,16 @@ pub fn differential(name: &str, args: &[&str]) -> (Run, Run) {
 /// [`differential`] for programs that are meant to exit with `expected_code`
 /// (e.g. `exit_paths exit_from_thread` exits with 3).
 pub fn differential_expect(name: &str, args: &[&str], expected_code: i32) -> (Run, Run) {
+    differential_with(name, args, expected_code, &[])
+}
+
+/// [`differential`] with `env` set for the patched run (a setting of the
+/// preload's).
+pub fn differential_env(name: &str, args: &[&str], env: &[(&str, &str)]) -> (Run, Run) {
+    differential_with(name, args, 0, env)
+}
+
+fn differential_with(name: &str, args: &[&str], expected_code: i32, env: &[(&str, &str)]) -> (Run, Run) {
     let bin = compile(name);
     let cmdline = format!("{name} {}", args.join(" "));
     let plain = run(&bin, args, false, &[]);
@@ -460,7 +470,7 @@ pub fn differential_expect(name: &str, args: &[&str], expected_code: i32) -> (Ru
         "unpatched run of `{cmdline}` did not exit with {expected_code} (the oracle itself is broken):\n{}",
         plain.describe()
     );
-    let patched = run(&bin, args, true, &[]);
+    let patched = run(&bin, args, true, env);
     if patched.code() != Some(expected_code) {
         panic!(
             "run of `{cmdline}` under libgreenhook.so did not exit with {expected_code}:\n{}\n\
