@@ -109,6 +109,19 @@ impl Deadline {
         }
     }
 
+    /// The clock whose time it is and that time, in nanoseconds: for a
+    /// wall-clock deadline, `CLOCK_REALTIME`; else the hub's clock (the
+    /// clock of `Instant`). For a wait made elsewhere (the kernel's),
+    /// which then follows a set of the wall clock as the hub does.
+    #[inline]
+    pub fn clock_time(self) -> (libc::clockid_t, i128) {
+        if self.is_wall() {
+            (libc::CLOCK_REALTIME, self.nanos() as i128)
+        } else {
+            (INSTANT_CLOCK, base().0 + self.nanos() as i128)
+        }
+    }
+
     /// Whether it follows the wall clock.
     #[inline]
     pub(crate) fn is_wall(self) -> bool {
@@ -178,4 +191,24 @@ thread_local! {
 fn base() -> &'static (i128, Instant) {
     static BASE: OnceLock<(i128, Instant)> = OnceLock::new();
     BASE.get_or_init(|| (now_nanos(INSTANT_CLOCK), Instant::now()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_gives_back_its_clock_and_time() {
+        let mono = now_nanos(libc::CLOCK_MONOTONIC) + 5_000_000_000;
+        let d = Deadline::monotonic(mono).unwrap();
+        assert_eq!(d.clock_time(), (libc::CLOCK_MONOTONIC, mono));
+        let wall = now_nanos(libc::CLOCK_REALTIME) + 5_000_000_000;
+        let d = Deadline::wall(wall).unwrap();
+        assert_eq!(d.clock_time(), (libc::CLOCK_REALTIME, wall));
+        // An instant is kept to the nanosecond of the `Instant` clock.
+        let at = Instant::now() + Duration::from_secs(5);
+        let (clock, ns) = Deadline::from(at).clock_time();
+        assert_eq!(clock, libc::CLOCK_MONOTONIC);
+        assert_eq!(Deadline::monotonic(ns).unwrap().instant(), Deadline::from(at).instant());
+    }
 }

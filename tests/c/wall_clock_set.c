@@ -7,7 +7,9 @@
  * put right even if the parent dies). Each CLOCK_REALTIME wait's deadline
  * is 10 s off on the wall clock, so it ends at the set, well before the
  * condvar on CLOCK_MONOTONIC ends its 3 s: a waiting process must be woken
- * by the set itself.
+ * by the set itself. The process-shared semaphore, mutex, rwlock and
+ * condvar wait as the others do (under the preload, in the kernel, on a
+ * waiter thread).
  *
  * Setting the clock takes CAP_SYS_TIME: without it the program prints
  * "skipped: ..." and exits 0.
@@ -41,6 +43,11 @@ static pthread_rwlock_t read_held = PTHREAD_RWLOCK_INITIALIZER;
 static sem_t never, release;
 static int futex_word;
 static pthread_t held_thread;
+/* Process-shared objects: `p_held` and `p_read_held` are held by main. */
+static sem_t p_never;
+static pthread_mutex_t p_held, p_m;
+static pthread_rwlock_t p_read_held;
+static pthread_cond_t p_c;
 
 static double since_start(void)
 {
@@ -68,7 +75,7 @@ static const char *answer(int rc)
 }
 
 /* Each wait's line, printed in order once all have ended. */
-static char lines[9][160];
+static char lines[13][160];
 
 /* A wall-clock wait ended at the set, not at its deadline 10 s off. */
 static void report_wall(int i, const char *name, int rc)
@@ -190,6 +197,67 @@ static void *cond_monotonic(void *arg)
     return NULL;
 }
 
+static void *p_sem_realtime(void *arg)
+{
+    (void)arg;
+    struct timespec dl = off(CLOCK_REALTIME, WAIT);
+    int rc;
+    while ((rc = sem_timedwait(&p_never, &dl)) == -1 && errno == EINTR) {
+    }
+    report_wall(9, "process-shared sem_timedwait", rc == 0 ? 0 : errno);
+    return NULL;
+}
+
+static void *p_mutex_realtime(void *arg)
+{
+    (void)arg;
+    struct timespec dl = off(CLOCK_REALTIME, WAIT);
+    report_wall(10, "process-shared pthread_mutex_timedlock", pthread_mutex_timedlock(&p_held, &dl));
+    return NULL;
+}
+
+static void *p_rwlock_realtime(void *arg)
+{
+    (void)arg;
+    struct timespec dl = off(CLOCK_REALTIME, WAIT);
+    report_wall(11, "process-shared pthread_rwlock_timedwrlock", pthread_rwlock_timedwrlock(&p_read_held, &dl));
+    return NULL;
+}
+
+static void *p_cond_realtime(void *arg)
+{
+    (void)arg;
+    struct timespec dl = off(CLOCK_REALTIME, WAIT);
+    pthread_mutex_lock(&p_m);
+    int rc;
+    while ((rc = pthread_cond_timedwait(&p_c, &p_m, &dl)) == 0) {
+    }
+    pthread_mutex_unlock(&p_m);
+    report_wall(12, "process-shared pthread_cond_timedwait", rc);
+    return NULL;
+}
+
+/* The process-shared objects, `p_held` and `p_read_held` held by main. */
+static void init_shared(void)
+{
+    sem_init(&p_never, 1, 0);
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+    pthread_mutex_init(&p_held, &ma);
+    pthread_mutex_init(&p_m, &ma);
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra);
+    pthread_rwlockattr_setpshared(&ra, PTHREAD_PROCESS_SHARED);
+    pthread_rwlock_init(&p_read_held, &ra);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
+    pthread_cond_init(&p_c, &ca);
+    pthread_mutex_lock(&p_held);
+    pthread_rwlock_rdlock(&p_read_held);
+}
+
 /* The child: the wall clock AHEAD s ahead at 0.3 s, back at 4 s. */
 static void set_clock_and_back(void)
 {
@@ -229,6 +297,7 @@ int main(void)
     pthread_cond_init(&c_mono, &ca);
     pthread_mutex_lock(&held);
     pthread_rwlock_rdlock(&read_held);
+    init_shared();
 
     pid_t child = fork();
     if (child == 0)
@@ -238,8 +307,10 @@ int main(void)
         return 1;
     }
     pthread_create(&held_thread, NULL, held_until_released, NULL);
-    void *(*waits[])(void *) = {cond_realtime,   sem_realtime,   sleep_realtime, mutex_realtime, rwlock_realtime,
-                                futex_realtime, join_realtime,  cond_monotonic, sleep_tai};
+    void *(*waits[])(void *) = {cond_realtime,     sem_realtime,   sleep_realtime,   mutex_realtime,
+                                rwlock_realtime,   futex_realtime, join_realtime,    cond_monotonic,
+                                sleep_tai,         p_sem_realtime, p_mutex_realtime, p_rwlock_realtime,
+                                p_cond_realtime};
     enum { N = sizeof waits / sizeof waits[0] };
     pthread_t t[N];
     for (int i = 0; i < N; i++)

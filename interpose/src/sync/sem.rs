@@ -14,7 +14,6 @@
 //! take are then two numbers; `sem_getvalue` and `sem_trywait` count both.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Instant;
 
 use libc::{c_int, c_uint, clockid_t, sem_t, timespec};
 
@@ -165,13 +164,13 @@ unsafe fn wait_slow(s: *mut sem_t, timeout: Option<(clockid_t, *const timespec)>
             }
         };
         if remote {
-            if d.is_some_and(|d| Instant::now() >= d.instant()) {
+            if super::pshared::passed(d) {
                 return Err(libc::ETIMEDOUT);
             }
             // A post from outside this hub wakes only the kernel's
             // waiters: wait as one, then look again.
             // SAFETY: per the contract.
-            unsafe { super::pshared::sem::sleep(s, d.map(hub::Deadline::instant)) };
+            unsafe { super::pshared::sem::sleep(s, d) };
         } else if park(Kind::Semaphore, s as usize, tag(0), d, || {
             v.load(Ordering::Relaxed) == 0
         }) == hub::Park::TimedOut

@@ -133,7 +133,8 @@ fn spin(busy: impl Fn() -> bool) -> bool {
     true
 }
 
-/// A time far enough away to stand for "never" in a timed call.
-fn far() -> Instant {
-    Instant::now() + Duration::from_secs(60 * 60 * 24 * 365 * 30)
+/// Whether `deadline` has passed, read on its own clock (the wall clock
+/// for a wall-clock one: as the kernel's waits see it, set or not).
+pub(in crate::sync) fn passed(deadline: Option<hub::Deadline>) -> bool {
+    deadline.is_some_and(|d| waiter::End::of(Some(d)).passed())
 }

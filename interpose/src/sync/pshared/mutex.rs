@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use libc::{c_int, pthread_mutex_t};
 
-use super::waiter::{self, leave_for_cancel, monotonic, sliced};
-use super::{alone, hold, holder, mutexes_of, spin, unhold};
+use super::waiter::{self, leave_for_cancel, sliced, End};
+use super::{alone, hold, holder, mutexes_of, passed, spin, unhold};
 use crate::gate::emulating;
 use crate::hook::hook;
 use crate::sync::mutex::{
@@ -105,12 +105,11 @@ pub(in crate::sync) unsafe fn lock(m: *mut pthread_mutex_t, wait: Wait) -> c_int
             libc::EBUSY => {}
             e => return e,
         }
-        // Mapped once: glibc's waits underneath take monotonic times.
         let deadline = match wait {
             Wait::Try => return libc::EBUSY,
-            Wait::Until(d) => d.map(hub::Deadline::instant),
+            Wait::Until(d) => d,
         };
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+        if passed(deadline) {
             return libc::ETIMEDOUT;
         }
         if alone() {
@@ -118,7 +117,10 @@ pub(in crate::sync) unsafe fn lock(m: *mut pthread_mutex_t, wait: Wait) -> c_int
             let r = unsafe {
                 match deadline {
                     None => pthread_mutex_lock::real(m),
-                    Some(d) => pthread_mutex_clocklock::real(m, libc::CLOCK_MONOTONIC, &monotonic(d)),
+                    Some(_) => {
+                        let end = End::of(deadline);
+                        pthread_mutex_clocklock::real(m, end.clock, &end.at)
+                    }
                 }
             };
             if r == 0 || r == libc::EOWNERDEAD {
@@ -192,7 +194,7 @@ unsafe fn still_contended(a: usize, kind: i32) {
 ///
 /// # Safety
 /// `a` is a live mutex.
-unsafe fn wait_for_unlock(a: usize, kind: i32, deadline: Option<Instant>) -> bool {
+unsafe fn wait_for_unlock(a: usize, kind: i32, deadline: Option<hub::Deadline>) -> bool {
     // SAFETY: per the contract.
     let lock = unsafe { word(a, LOCK) };
     // Held: the owner's tid (robust, PI), 1 or 2 (plain); a PP mutex's
@@ -257,13 +259,13 @@ unsafe fn wait_for_unlock(a: usize, kind: i32, deadline: Option<Instant>) -> boo
 
 /// Parks for [`FOREIGN_NAP`](sync::FOREIGN_NAP) at most (an unlock here
 /// wakes us sooner).
-fn nap(a: usize, deadline: Option<Instant>) {
+fn nap(a: usize, deadline: Option<hub::Deadline>) {
     let nap = Instant::now() + sync::FOREIGN_NAP;
     sync::park(
         Kind::Mutex,
         a,
         sync::tag(0),
-        Some(deadline.map_or(nap, |d| d.min(nap)).into()),
+        Some(deadline.map_or(nap.into(), |d| d.min(nap))),
         || true,
     );
 }

@@ -5,12 +5,11 @@
 //! writer's unlock from a reader's).
 
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
-use libc::{c_int, pthread_rwlock_t, timespec};
+use libc::{c_int, pthread_rwlock_t};
 
-use super::waiter::{self, leave_for_cancel, monotonic, sliced};
-use super::{alone, far, hold, holder, unhold};
+use super::waiter::{self, leave_for_cancel, sliced, End};
+use super::{alone, hold, holder, passed, unhold};
 use crate::sync::rwlock::{
     pthread_rwlock_clockrdlock, pthread_rwlock_clockwrlock, pthread_rwlock_rdlock, pthread_rwlock_tryrdlock,
     pthread_rwlock_trywrlock, pthread_rwlock_unlock, pthread_rwlock_wrlock,
@@ -31,18 +30,17 @@ pub(in crate::sync) unsafe fn is_shared(l: *mut pthread_rwlock_t) -> bool {
     unsafe { word(l as usize, SHARED) }.load(Ordering::Relaxed) != 0
 }
 
-/// glibc's `clock*lock` of an rwlock in `write` mode or not, on
-/// `CLOCK_MONOTONIC`.
+/// glibc's `clock*lock` of an rwlock in `write` mode or not, until `end`.
 ///
 /// # Safety
 /// `l` is a live rwlock.
-unsafe fn clocklock(l: *mut pthread_rwlock_t, write: bool, at: &timespec) -> c_int {
+unsafe fn clocklock(l: *mut pthread_rwlock_t, write: bool, end: &End) -> c_int {
     // SAFETY: per the contract.
     unsafe {
         if write {
-            pthread_rwlock_clockwrlock::real(l, libc::CLOCK_MONOTONIC, at)
+            pthread_rwlock_clockwrlock::real(l, end.clock, &end.at)
         } else {
-            pthread_rwlock_clockrdlock::real(l, libc::CLOCK_MONOTONIC, at)
+            pthread_rwlock_clockrdlock::real(l, end.clock, &end.at)
         }
     }
 }
@@ -88,12 +86,11 @@ pub(in crate::sync) unsafe fn lock(l: *mut pthread_rwlock_t, write: bool, wait: 
             }
             return r;
         }
-        // Mapped once: glibc's waits underneath take monotonic times.
         let deadline = match wait {
             Wait::Try => return libc::EBUSY,
-            Wait::Until(d) => d.map(hub::Deadline::instant),
+            Wait::Until(d) => d,
         };
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+        if passed(deadline) {
             return libc::ETIMEDOUT;
         }
         let r = if alone() {
@@ -101,7 +98,7 @@ pub(in crate::sync) unsafe fn lock(l: *mut pthread_rwlock_t, write: bool, wait: 
             unsafe {
                 match deadline {
                     None => real_lock(l, write, false),
-                    Some(d) => clocklock(l, write, &monotonic(d)),
+                    Some(_) => clocklock(l, write, &End::of(deadline)),
                 }
             }
         } else {
@@ -113,7 +110,7 @@ pub(in crate::sync) unsafe fn lock(l: *mut pthread_rwlock_t, write: bool, wait: 
                 let l = a as *mut pthread_rwlock_t;
                 // SAFETY: the rwlock stays alive while its fiber waits, and
                 // a cancelled fiber's thread stops within one slice.
-                let r = sliced(t, deadline, |end| unsafe { clocklock(l, write, &monotonic(end)) });
+                let r = sliced(t, deadline, |end| unsafe { clocklock(l, write, end) });
                 let keep = || {
                     if write {
                         // SAFETY: as above; the word is glibc's __cur_writer.
@@ -136,7 +133,7 @@ pub(in crate::sync) unsafe fn lock(l: *mut pthread_rwlock_t, write: bool, wait: 
                     }
                 },
                 // SAFETY: per the contract.
-                None => unsafe { clocklock(l, write, &monotonic(deadline.unwrap_or_else(far))) },
+                None => unsafe { clocklock(l, write, &End::of(deadline)) },
             }
         };
         if r == 0 && write {

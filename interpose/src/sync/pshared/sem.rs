@@ -3,12 +3,11 @@
 //! through a waiter thread, and takes the token itself on the hub.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
 
 use libc::sem_t;
 
-use super::waiter::{self, leave_for_cancel, sliced};
-use super::{far, spin};
+use super::spin;
+use super::waiter::{self, leave_for_cancel, sliced, End};
 use crate::sync::{self, word};
 
 /// One of glibc's semaphore waiters: the count in the high half of the
@@ -25,7 +24,7 @@ const SEM_WAITER: u64 = 1 << 32;
 ///
 /// # Safety
 /// `s` is a live semaphore.
-pub(in crate::sync) unsafe fn sleep(s: *mut sem_t, deadline: Option<Instant>) -> bool {
+pub(in crate::sync) unsafe fn sleep(s: *mut sem_t, deadline: Option<hub::Deadline>) -> bool {
     let sa = s as usize;
     // SAFETY: per the contract: sem_t is 8-aligned, its first 8 bytes are
     // glibc's `data`, its int at byte 8 glibc's `private` (0: a private
@@ -58,7 +57,7 @@ pub(in crate::sync) unsafe fn sleep(s: *mut sem_t, deadline: Option<Instant>) ->
             Some(call) => call.finish(sa, leave_for_cancel).is_some(),
             None => {
                 // No waiter thread: sleep here, blocking the hub.
-                waiter::futex_wait(value, 0, deadline.unwrap_or_else(far), shared);
+                waiter::futex_wait(value, 0, &End::of(deadline), shared);
                 true
             }
         }

@@ -22,7 +22,7 @@
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use libc::{c_int, timespec};
 
@@ -304,17 +304,65 @@ fn futex(word: &AtomicU32, op: c_int, val: u32, timeout: Option<&timespec>) {
     }
 }
 
+/// Where a wait in the kernel ends: an absolute time on the clock the
+/// kernel is to follow. A wall-clock deadline stays on `CLOCK_REALTIME`,
+/// so the kernel's wait ends when that clock is set past it, as glibc's
+/// own waits do; any other is on `CLOCK_MONOTONIC`.
+#[derive(Clone, Copy)]
+pub(super) struct End {
+    pub(super) clock: libc::clockid_t,
+    pub(super) at: timespec,
+}
+
+impl End {
+    /// `clock` at `ns` nanoseconds (kept within what a `timespec` holds).
+    fn new(clock: libc::clockid_t, ns: i128) -> End {
+        const NS: i128 = 1_000_000_000;
+        let ns = ns.clamp(0, i64::MAX as i128 / 2 * NS);
+        End {
+            clock,
+            at: timespec {
+                tv_sec: (ns / NS) as libc::time_t,
+                tv_nsec: (ns % NS) as libc::c_long,
+            },
+        }
+    }
+
+    /// The time `deadline` stands for, or one far enough away to stand for
+    /// "never" (`None`).
+    pub(super) fn of(deadline: Option<hub::Deadline>) -> End {
+        match deadline {
+            Some(d) => {
+                let (clock, ns) = d.clock_time();
+                End::new(clock, ns)
+            }
+            None => {
+                const YEARS_30: i128 = 30 * 365 * 24 * 3600 * 1_000_000_000;
+                End::new(libc::CLOCK_MONOTONIC, hub::now_nanos(libc::CLOCK_MONOTONIC) + YEARS_30)
+            }
+        }
+    }
+
+    /// Whether its time has come.
+    pub(super) fn passed(&self) -> bool {
+        let at = self.at.tv_sec as i128 * 1_000_000_000 + self.at.tv_nsec as i128;
+        hub::now_nanos(self.clock) >= at
+    }
+}
+
 /// `FUTEX_WAIT` on a word of a pthread object until `end`, shared (no
 /// private flag) or not as the object's own waiters and wakers use it: 0
 /// when woken, else `EAGAIN` (the word no longer held `val`), `ETIMEDOUT`
-/// or `EINTR`.
-pub(super) fn futex_wait(word: &AtomicI32, val: i32, end: Instant, shared: bool) -> c_int {
-    let left = crate::deadline::timespec_of(end.saturating_duration_since(Instant::now()));
-    let op = if shared {
-        libc::FUTEX_WAIT
-    } else {
-        libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG
-    };
+/// or `EINTR`. The bitset form, which takes an absolute time on either
+/// clock; its mask matches every waker's.
+pub(super) fn futex_wait(word: &AtomicI32, val: i32, end: &End, shared: bool) -> c_int {
+    let mut op = libc::FUTEX_WAIT_BITSET;
+    if !shared {
+        op |= libc::FUTEX_PRIVATE_FLAG;
+    }
+    if end.clock == libc::CLOCK_REALTIME {
+        op |= libc::FUTEX_CLOCK_REALTIME;
+    }
     // SAFETY: a live futex word; the real `syscall`.
     let r = unsafe {
         crate::futex::syscall::real(
@@ -322,9 +370,9 @@ pub(super) fn futex_wait(word: &AtomicI32, val: i32, end: Instant, shared: bool)
             word.as_ptr() as libc::c_long,
             op as libc::c_long,
             val as libc::c_long,
-            &left as *const timespec as libc::c_long,
+            &end.at as *const timespec as libc::c_long,
             0,
-            0,
+            libc::FUTEX_BITSET_MATCH_ANY as libc::c_long,
         )
     };
     if r == 0 {
@@ -336,35 +384,18 @@ pub(super) fn futex_wait(word: &AtomicI32, val: i32, end: Instant, shared: bool)
 
 /// Makes a timed call `call(end)` in slices ending at most [`SLICE`] from
 /// now, until `deadline` (`None`: for ever), so that a call whose fiber
-/// left ends soon; returns the last slice's result.
-pub(super) fn sliced(ticket: &Ticket, deadline: Option<Instant>, mut call: impl FnMut(Instant) -> c_int) -> c_int {
+/// left ends soon; returns the last slice's result. Each slice ends on
+/// the deadline's own clock (see [`End`]): a wall-clock deadline's wait
+/// ends when the wall clock is set past it. (A set back lengthens the
+/// slice it falls in by as much.)
+pub(super) fn sliced(ticket: &Ticket, deadline: Option<hub::Deadline>, mut call: impl FnMut(&End) -> c_int) -> c_int {
+    let (clock, at) = deadline.map_or((libc::CLOCK_MONOTONIC, i128::MAX), hub::Deadline::clock_time);
     loop {
-        let slice_end = Instant::now() + SLICE;
-        let (end, last) = match deadline {
-            Some(d) if d <= slice_end => (d, true),
-            _ => (slice_end, false),
-        };
-        let r = call(end);
+        let slice_end = hub::now_nanos(clock) + SLICE.as_nanos() as i128;
+        let last = at <= slice_end;
+        let r = call(&End::new(clock, at.min(slice_end)));
         if r != libc::ETIMEDOUT || last || ticket.left() {
             return r;
         }
     }
-}
-
-/// `at` as an absolute `CLOCK_MONOTONIC` time (the clock of `Instant`), for
-/// glibc's `clock*` waits.
-pub(super) fn monotonic(at: Instant) -> timespec {
-    let mut now = timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: a valid out pointer; reading a clock has no other effect.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    let d = at.saturating_duration_since(Instant::now());
-    let mut ts = timespec {
-        tv_sec: now.tv_sec.saturating_add(d.as_secs().min(i64::MAX as u64 / 2) as i64),
-        tv_nsec: now.tv_nsec + d.subsec_nanos() as i64,
-    };
-    if ts.tv_nsec >= 1_000_000_000 {
-        ts.tv_sec += 1;
-        ts.tv_nsec -= 1_000_000_000;
-    }
-    ts
 }
