@@ -35,19 +35,25 @@
 #define WAIT 10  /* seconds off each wall-clock deadline is */
 
 static struct timespec mono0;
-static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t c_real = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t c_mono;
-static pthread_mutex_t held = PTHREAD_MUTEX_INITIALIZER;
-static pthread_rwlock_t read_held = PTHREAD_RWLOCK_INITIALIZER;
-static sem_t never, release;
+static pthread_mutex_t m_mono = PTHREAD_MUTEX_INITIALIZER;
+static sem_t release;
 static int futex_word;
 static pthread_t held_thread;
-/* Process-shared objects: `p_held` and `p_read_held` are held by main. */
-static sem_t p_never;
-static pthread_mutex_t p_held, p_m;
-static pthread_rwlock_t p_read_held;
-static pthread_cond_t p_c;
+
+/* The objects of the condvar, semaphore, mutex and rwlock waits: one set
+ * process-private, one process-shared. `held` and `read_held` are held by
+ * main. */
+struct objects {
+    const char *kind;
+    int line; /* of the condvar wait; the semaphore's is next, and so on */
+    pthread_mutex_t m, held;
+    pthread_cond_t c;
+    pthread_rwlock_t read_held;
+    sem_t never;
+};
+static struct objects private_objects = {.kind = "", .line = 0};
+static struct objects shared_objects = {.kind = "process-shared ", .line = 9};
 
 static double since_start(void)
 {
@@ -86,28 +92,74 @@ static void report_wall(int i, const char *name, int rc)
              s < 2 ? "ended at the set" : "ended later");
 }
 
+/* The wait `nth` of the objects `o`, named `name`, ended with `rc`. */
+static void report_object(const struct objects *o, int nth, const char *name, int rc)
+{
+    char full[80];
+    snprintf(full, sizeof full, "%s%s", o->kind, name);
+    report_wall(o->line + nth, full, rc);
+}
+
 static void *cond_realtime(void *arg)
 {
-    (void)arg;
+    struct objects *o = arg;
     struct timespec dl = off(CLOCK_REALTIME, WAIT);
-    pthread_mutex_lock(&m);
+    pthread_mutex_lock(&o->m);
     int rc;
-    while ((rc = pthread_cond_timedwait(&c_real, &m, &dl)) == 0) {
+    while ((rc = pthread_cond_timedwait(&o->c, &o->m, &dl)) == 0) {
     }
-    pthread_mutex_unlock(&m);
-    report_wall(0, "pthread_cond_timedwait", rc);
+    pthread_mutex_unlock(&o->m);
+    report_object(o, 0, "pthread_cond_timedwait", rc);
     return NULL;
 }
 
 static void *sem_realtime(void *arg)
 {
-    (void)arg;
+    struct objects *o = arg;
     struct timespec dl = off(CLOCK_REALTIME, WAIT);
     int rc;
-    while ((rc = sem_timedwait(&never, &dl)) == -1 && errno == EINTR) {
+    while ((rc = sem_timedwait(&o->never, &dl)) == -1 && errno == EINTR) {
     }
-    report_wall(1, "sem_timedwait", rc == 0 ? 0 : errno);
+    report_object(o, 1, "sem_timedwait", rc == 0 ? 0 : errno);
     return NULL;
+}
+
+static void *mutex_realtime(void *arg)
+{
+    struct objects *o = arg;
+    struct timespec dl = off(CLOCK_REALTIME, WAIT);
+    report_object(o, 2, "pthread_mutex_timedlock", pthread_mutex_timedlock(&o->held, &dl));
+    return NULL;
+}
+
+static void *rwlock_realtime(void *arg)
+{
+    struct objects *o = arg;
+    struct timespec dl = off(CLOCK_REALTIME, WAIT);
+    report_object(o, 3, "pthread_rwlock_timedwrlock", pthread_rwlock_timedwrlock(&o->read_held, &dl));
+    return NULL;
+}
+
+/* Makes the objects `o`, process-shared or not, and takes `held` and
+ * `read_held`. */
+static void init_objects(struct objects *o, int pshared)
+{
+    sem_init(&o->never, pshared, 0);
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_setpshared(&ma, pshared);
+    pthread_mutex_init(&o->held, &ma);
+    pthread_mutex_init(&o->m, &ma);
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra);
+    pthread_rwlockattr_setpshared(&ra, pshared);
+    pthread_rwlock_init(&o->read_held, &ra);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setpshared(&ca, pshared);
+    pthread_cond_init(&o->c, &ca);
+    pthread_mutex_lock(&o->held);
+    pthread_rwlock_rdlock(&o->read_held);
 }
 
 /* An absolute clock_nanosleep on `clock`, reported as line `i`. */
@@ -123,7 +175,7 @@ static void sleep_until(clockid_t clock, int i, const char *name)
 static void *sleep_realtime(void *arg)
 {
     (void)arg;
-    sleep_until(CLOCK_REALTIME, 2, "clock_nanosleep");
+    sleep_until(CLOCK_REALTIME, 4, "clock_nanosleep");
     return NULL;
 }
 
@@ -132,22 +184,6 @@ static void *sleep_tai(void *arg)
 {
     (void)arg;
     sleep_until(CLOCK_TAI, 8, "clock_nanosleep on CLOCK_TAI");
-    return NULL;
-}
-
-static void *mutex_realtime(void *arg)
-{
-    (void)arg;
-    struct timespec dl = off(CLOCK_REALTIME, WAIT);
-    report_wall(3, "pthread_mutex_timedlock", pthread_mutex_timedlock(&held, &dl));
-    return NULL;
-}
-
-static void *rwlock_realtime(void *arg)
-{
-    (void)arg;
-    struct timespec dl = off(CLOCK_REALTIME, WAIT);
-    report_wall(4, "pthread_rwlock_timedwrlock", pthread_rwlock_timedwrlock(&read_held, &dl));
     return NULL;
 }
 
@@ -185,77 +221,16 @@ static void *cond_monotonic(void *arg)
 {
     (void)arg;
     struct timespec dl = off(CLOCK_MONOTONIC, 3);
-    pthread_mutex_lock(&m);
+    pthread_mutex_lock(&m_mono);
     int rc;
-    while ((rc = pthread_cond_timedwait(&c_mono, &m, &dl)) == 0) {
+    while ((rc = pthread_cond_timedwait(&c_mono, &m_mono, &dl)) == 0) {
     }
-    pthread_mutex_unlock(&m);
+    pthread_mutex_unlock(&m_mono);
     double s = since_start();
     fprintf(stderr, "pthread_cond_timedwait on CLOCK_MONOTONIC: %s after %.3f s\n", answer(rc), s);
     snprintf(lines[7], sizeof lines[7], "pthread_cond_timedwait on CLOCK_MONOTONIC: %s, %s", answer(rc),
              s >= 2.95 && s < WAIT / 2 ? "after its 3 s" : "at another time");
     return NULL;
-}
-
-static void *p_sem_realtime(void *arg)
-{
-    (void)arg;
-    struct timespec dl = off(CLOCK_REALTIME, WAIT);
-    int rc;
-    while ((rc = sem_timedwait(&p_never, &dl)) == -1 && errno == EINTR) {
-    }
-    report_wall(9, "process-shared sem_timedwait", rc == 0 ? 0 : errno);
-    return NULL;
-}
-
-static void *p_mutex_realtime(void *arg)
-{
-    (void)arg;
-    struct timespec dl = off(CLOCK_REALTIME, WAIT);
-    report_wall(10, "process-shared pthread_mutex_timedlock", pthread_mutex_timedlock(&p_held, &dl));
-    return NULL;
-}
-
-static void *p_rwlock_realtime(void *arg)
-{
-    (void)arg;
-    struct timespec dl = off(CLOCK_REALTIME, WAIT);
-    report_wall(11, "process-shared pthread_rwlock_timedwrlock", pthread_rwlock_timedwrlock(&p_read_held, &dl));
-    return NULL;
-}
-
-static void *p_cond_realtime(void *arg)
-{
-    (void)arg;
-    struct timespec dl = off(CLOCK_REALTIME, WAIT);
-    pthread_mutex_lock(&p_m);
-    int rc;
-    while ((rc = pthread_cond_timedwait(&p_c, &p_m, &dl)) == 0) {
-    }
-    pthread_mutex_unlock(&p_m);
-    report_wall(12, "process-shared pthread_cond_timedwait", rc);
-    return NULL;
-}
-
-/* The process-shared objects, `p_held` and `p_read_held` held by main. */
-static void init_shared(void)
-{
-    sem_init(&p_never, 1, 0);
-    pthread_mutexattr_t ma;
-    pthread_mutexattr_init(&ma);
-    pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
-    pthread_mutex_init(&p_held, &ma);
-    pthread_mutex_init(&p_m, &ma);
-    pthread_rwlockattr_t ra;
-    pthread_rwlockattr_init(&ra);
-    pthread_rwlockattr_setpshared(&ra, PTHREAD_PROCESS_SHARED);
-    pthread_rwlock_init(&p_read_held, &ra);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
-    pthread_cond_init(&p_c, &ca);
-    pthread_mutex_lock(&p_held);
-    pthread_rwlock_rdlock(&p_read_held);
 }
 
 /* The child: the wall clock AHEAD s ahead at 0.3 s, back at 4 s. */
@@ -289,15 +264,13 @@ int main(void)
         return 0;
     }
     clock_gettime(CLOCK_MONOTONIC, &mono0);
-    sem_init(&never, 0, 0);
     sem_init(&release, 0, 0);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&c_mono, &ca);
-    pthread_mutex_lock(&held);
-    pthread_rwlock_rdlock(&read_held);
-    init_shared();
+    init_objects(&private_objects, PTHREAD_PROCESS_PRIVATE);
+    init_objects(&shared_objects, PTHREAD_PROCESS_SHARED);
 
     pid_t child = fork();
     if (child == 0)
@@ -307,14 +280,19 @@ int main(void)
         return 1;
     }
     pthread_create(&held_thread, NULL, held_until_released, NULL);
-    void *(*waits[])(void *) = {cond_realtime,     sem_realtime,   sleep_realtime,   mutex_realtime,
-                                rwlock_realtime,   futex_realtime, join_realtime,    cond_monotonic,
-                                sleep_tai,         p_sem_realtime, p_mutex_realtime, p_rwlock_realtime,
-                                p_cond_realtime};
+    struct {
+        void *(*wait)(void *);
+        void *arg;
+    } waits[] = {
+        {cond_realtime, &private_objects}, {sem_realtime, &private_objects}, {mutex_realtime, &private_objects},
+        {rwlock_realtime, &private_objects}, {cond_realtime, &shared_objects}, {sem_realtime, &shared_objects},
+        {mutex_realtime, &shared_objects}, {rwlock_realtime, &shared_objects}, {sleep_realtime, NULL},
+        {futex_realtime, NULL}, {join_realtime, NULL}, {cond_monotonic, NULL}, {sleep_tai, NULL},
+    };
     enum { N = sizeof waits / sizeof waits[0] };
     pthread_t t[N];
     for (int i = 0; i < N; i++)
-        pthread_create(&t[i], NULL, waits[i], NULL);
+        pthread_create(&t[i], NULL, waits[i].wait, waits[i].arg);
     for (int i = 0; i < N; i++)
         pthread_join(t[i], NULL);
     sem_post(&release);
