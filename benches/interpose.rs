@@ -17,7 +17,7 @@
 //!    with fibers sharing their thread's TLS, to show what the two
 //!    thread-pointer writes of a round trip cost), uncontended mutex and rwlock read
 //!    lock+unlock (target ≤ glibc's own cost), and the system calls per
-//!    condvar round trip (target 0); the condvar and semaphore ping-pongs
+//!    round trip of each (target 0); the condvar and semaphore ping-pongs
 //!    again with timed waits (a deadline in the caller's frame; the condvar
 //!    also on a `CLOCK_MONOTONIC` condvar), and their system calls;
 //! 5. process-shared objects (`tests/c/pshared_pingpong.c`): a parent and
@@ -175,7 +175,8 @@ fn interleaved(bin: &std::path::Path, plain_args: &[&str], patched_args: &[&str]
     (median(plain), median(patched))
 }
 
-/// System calls per condvar round trip under the preload.
+/// System calls per round trip (or lock+unlock) of a `bench_sync` mode
+/// under the preload.
 fn sync_syscalls(mode: &str) -> Option<f64> {
     syscalls_per_round("bench_sync", mode, true, (100_000, 200_000))
 }
@@ -286,21 +287,27 @@ fn main() {
     for mode in [
         "cond-main",
         "cond-threads",
+        "sem-main",
+        "sem-threads",
+        "barrier",
         "cond-timed",
         "sem-timed",
         "cond-mono-timed",
+        "mutex",
+        "rwlock",
     ] {
+        let unit = if matches!(mode, "mutex" | "rwlock") {
+            "lock+unlock"
+        } else {
+            "round trip"
+        };
         match sync_syscalls(mode) {
             Some(n) => println!(
                 "{:<52} {:>12} {n:>12.3}",
-                format!("syscalls per {mode} round trip, patched"),
+                format!("syscalls per {mode} {unit}, patched"),
                 "-"
             ),
-            None => println!(
-                "{:<52} {:>12}",
-                format!("syscalls per {mode} round trip"),
-                "(no strace)"
-            ),
+            None => println!("{:<52} {:>12}", format!("syscalls per {mode} {unit}"), "(no strace)"),
         }
     }
 }
