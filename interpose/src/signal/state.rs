@@ -60,8 +60,14 @@ impl Ctx {
 pub(super) struct State {
     root: RefCell<Option<Ctx>>,
     fibers: RefCell<HashMap<u64, Ctx, BuildHasherDefault<crate::thread::HandleHasher>>>,
-    /// Per signal, the contexts (with an entry) that do not block it.
-    accept: [Cell<u32>; NSIG],
+    /// The contexts with an entry.
+    contexts: Cell<u32>,
+    /// Per signal, how many of them block it: the others accept it.
+    blocking: [Cell<u32>; NSIG],
+    /// The signals some context blocks (a `blocking` count not 0), so
+    /// that the common case, masks all empty, costs no loop over signals
+    /// when a context comes or goes.
+    blocked_by_some: Cell<u64>,
     /// The real mask as last set by us (None: not set yet).
     real: Cell<Option<u64>>,
     /// Contexts in `pause`, `sigsuspend` or the `sigwait` family, oldest first.
@@ -76,7 +82,9 @@ pub(super) struct State {
 static STATE: hub::PerThread<State> = hub::PerThread::new(|| State {
     root: RefCell::new(None),
     fibers: RefCell::new(HashMap::with_hasher(BuildHasherDefault::new())),
-    accept: [const { Cell::new(0) }; NSIG],
+    contexts: Cell::new(0),
+    blocking: [const { Cell::new(0) }; NSIG],
+    blocked_by_some: Cell::new(0),
     real: Cell::new(None),
     waiters: RefCell::new(Vec::new()),
     due: Cell::new(0),
@@ -131,11 +139,14 @@ impl State {
     }
 
     fn count(&self, mask: u64, add: i32) {
-        for sig in 1..NSIG as i32 {
-            if mask & bit(sig) == 0 {
-                let c = &self.accept[sig as usize];
-                c.set(c.get().wrapping_add_signed(add));
-            }
+        self.contexts.set(self.contexts.get().wrapping_add_signed(add));
+        for sig in signals_in(mask) {
+            let c = &self.blocking[sig as usize];
+            let n = c.get().wrapping_add_signed(add);
+            c.set(n);
+            let some = self.blocked_by_some.get();
+            self.blocked_by_some
+                .set(if n == 0 { some & !bit(sig) } else { some | bit(sig) });
         }
     }
 
@@ -297,7 +308,7 @@ impl State {
 
     /// How many contexts accept `sig`.
     pub(super) fn acceptors(&self, sig: i32) -> u32 {
-        self.accept[sig as usize].get()
+        self.contexts.get() - self.blocking[sig as usize].get()
     }
 
     /// The first fiber whose entry satisfies `f`.
@@ -344,10 +355,15 @@ impl State {
     /// The signals every context blocks, but preemption's (which the real
     /// mask never blocks: see `preempt`): what the real mask should be.
     pub(super) fn intersection(&self) -> u64 {
-        (1..NSIG as i32)
-            .filter(|&s| self.accept[s as usize].get() == 0)
-            .fold(0, |acc, s| acc | bit(s))
-            & !super::never_blocked()
+        let n = self.contexts.get();
+        let blocked_by_all = if n == 0 {
+            !0 // no context accepts anything
+        } else {
+            signals_in(self.blocked_by_some.get())
+                .filter(|&s| self.blocking[s as usize].get() == n)
+                .fold(0, |acc, s| acc | bit(s))
+        };
+        blocked_by_all & !super::never_blocked()
     }
 
     /// Sets the real mask to [`State::intersection`] if it is not that
@@ -389,9 +405,11 @@ impl State {
         }
         self.waiters.borrow_mut().clear();
         self.due.set(0);
-        for c in &self.accept {
+        self.contexts.set(0);
+        for c in &self.blocking {
             c.set(0);
         }
+        self.blocked_by_some.set(0);
         let mut root = self.root.borrow_mut();
         if let Some(mut k) = keep {
             // The root is gone in spirit (it waits in the parent's loop
@@ -409,5 +427,73 @@ impl State {
             r.wait = Wait::No;
             self.count(r.mask, 1);
         }
+    }
+}
+
+/// The signals whose bits `set` has, lowest first.
+fn signals_in(set: u64) -> impl Iterator<Item = i32> {
+    let mut rest = set;
+    std::iter::from_fn(move || {
+        (rest != 0).then(|| {
+            let sig = rest.trailing_zeros() as i32 + 1;
+            rest &= rest - 1;
+            sig
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn empty_state() -> State {
+        State {
+            root: RefCell::new(None),
+            fibers: RefCell::new(HashMap::with_hasher(BuildHasherDefault::new())),
+            contexts: Cell::new(0),
+            blocking: [const { Cell::new(0) }; NSIG],
+            blocked_by_some: Cell::new(0),
+            real: Cell::new(None),
+            waiters: RefCell::new(Vec::new()),
+            due: Cell::new(0),
+        }
+    }
+
+    /// The counts agree with the masks they were made from, as contexts
+    /// come and go: how many accept each signal, and which all block.
+    #[test]
+    fn the_counts_follow_the_masks() {
+        let st = empty_state();
+        let none_accept = st.intersection();
+        assert_eq!(none_accept, !super::super::never_blocked());
+        let masks = [
+            0u64,
+            bit(10) | bit(12),
+            bit(10) | bit(64) | bit(1),
+            bit(10) | bit(12) | bit(64),
+        ];
+        for m in masks {
+            st.count(m, 1);
+        }
+        st.count(masks[0], -1); // the one with an empty mask ends
+        let live = &masks[1..];
+        for sig in 1..NSIG as i32 {
+            let accepting = live.iter().filter(|&&m| m & bit(sig) == 0).count() as u32;
+            assert_eq!(st.acceptors(sig), accepting, "signal {sig}");
+        }
+        let all = live.iter().fold(!0, |acc, m| acc & m);
+        assert_eq!(all, bit(10));
+        assert_eq!(st.intersection(), all & !super::super::never_blocked());
+        for &m in live {
+            st.count(m, -1);
+        }
+        assert_eq!(st.blocked_by_some.get(), 0);
+        assert_eq!(st.intersection(), none_accept);
+    }
+
+    #[test]
+    fn signals_in_a_set_lowest_first() {
+        assert_eq!(signals_in(0).count(), 0);
+        assert_eq!(signals_in(bit(1) | bit(33) | bit(64)).collect::<Vec<_>>(), [1, 33, 64]);
     }
 }
