@@ -895,11 +895,38 @@ unsafe fn identify_malloc_words(
     Ok([off(tcache), off(arena)])
 }
 
+/// [`read_max_tls_modid`] as last read, 0 when it must be read again. A
+/// fresh block's DTV is sized by it, and reading it takes the loader's
+/// lock and walks every loaded object (~380 instructions a fiber made
+/// without a pooled block). A stale value is safe: glibc grows a DTV
+/// shorter than the highest module id when it initialises the block (see
+/// [`new_dtv`]); the `dlopen` hook clears it.
+static MAX_TLS_MODID: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The highest TLS module id of the loaded objects (see [`MAX_TLS_MODID`]).
+fn max_tls_modid() -> usize {
+    use std::sync::atomic::Ordering::Relaxed;
+    match MAX_TLS_MODID.load(Relaxed) {
+        0 => {
+            let max = read_max_tls_modid();
+            MAX_TLS_MODID.store(max, Relaxed);
+            max
+        }
+        max => max,
+    }
+}
+
+/// Objects may have been loaded or unloaded (a `dlopen`): the next fresh
+/// block reads the highest TLS module id again.
+pub fn loaded_objects_changed() {
+    MAX_TLS_MODID.store(0, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The highest TLS module id of the objects loaded now (ld.so numbers
 /// them from 1: the executable's, then its libraries', then `dlopen`ed
 /// ones'); at least 1.
 #[cfg(target_os = "linux")]
-fn max_tls_modid() -> usize {
+fn read_max_tls_modid() -> usize {
     unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> libc::c_int {
         // SAFETY: the loader passes a valid info; `data` is our usize.
         unsafe {
@@ -915,7 +942,7 @@ fn max_tls_modid() -> usize {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn max_tls_modid() -> usize {
+fn read_max_tls_modid() -> usize {
     1
 }
 

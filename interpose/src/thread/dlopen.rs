@@ -69,6 +69,7 @@ extern "C" fn before<const M: bool>(ret: usize) -> Plan {
     };
     // Never unwind into the trampoline (see `after`).
     let plan = std::panic::catch_unwind(|| {
+        fiber::tls::loaded_objects_changed();
         if M {
             resolve(&REAL_DLMOPEN, b"dlmopen\0");
         } else {
@@ -104,6 +105,7 @@ extern "C" fn after<const M: bool>(state: *mut State, handle: *mut c_void) {
     let r = std::panic::catch_unwind(|| {
         // SAFETY: `before` made it with Box::into_raw, for this call only.
         let State { before, newest } = *unsafe { Box::from_raw(state) };
+        fiber::tls::loaded_objects_changed();
         if handle.is_null() {
             return;
         }
