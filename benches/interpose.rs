@@ -10,7 +10,9 @@
 //!    (target ≤ 8 patched vs 4 unpatched);
 //! 3. 10,000 threads × `usleep(10 ms)`: unpatched / patched wall time
 //!    (target ≥ 10×);
-//! 4. pthread synchronisation (`tests/c/bench_sync.c`): condvar ping-pong
+//! 4. threads created and ended, 300 alive at a time (`thread_churn`), per
+//!    thread;
+//! 5. pthread synchronisation (`tests/c/bench_sync.c`): condvar ping-pong
 //!    main↔thread and thread↔thread, semaphore ping-pong, barrier rounds
 //!    (target ≥ 50× faster each; each also beside the unpatched program
 //!    pinned to one CPU, where its wake-ups cost least, and patched again
@@ -20,7 +22,7 @@
 //!    round trip of each (target 0); the condvar and semaphore ping-pongs
 //!    again with timed waits (a deadline in the caller's frame; the condvar
 //!    also on a `CLOCK_MONOTONIC` condvar), and their system calls;
-//! 5. process-shared objects (`tests/c/pshared_pingpong.c`): a parent and
+//! 6. process-shared objects (`tests/c/pshared_pingpong.c`): a parent and
 //!    its forked child take turns through a process-shared mutex and
 //!    condvar, and through two semaphores, each process with a second
 //!    thread (so a patched wait must let its hub run): the round trip, and
@@ -106,6 +108,24 @@ fn many_sleepers() -> (f64, f64) {
         util::time_ms(&plain.stderr).expect("unpatched run") as f64,
         util::time_ms(&patched.stderr).expect("patched run") as f64,
     )
+}
+
+/// Threads created and ended, 300 alive at a time (`thread_churn`: each
+/// uses TLS, malloc, a key and a `thread_local` destructor): medians of
+/// interleaved runs, in µs per thread, unpatched and patched.
+fn thread_churn() -> (f64, f64) {
+    let bin = util::compile("thread_churn");
+    let (nu, np) = if quick() { (2_000, 20_000) } else { (20_000, 200_000) };
+    let per_thread = |n: u32, preload: bool| {
+        let r = util::run(&bin, &[&n.to_string(), "300"], preload, &[]);
+        util::time_ms(&r.stderr).expect("thread_churn run") as f64 * 1000.0 / f64::from(n)
+    };
+    let (mut plain, mut patched) = (Vec::new(), Vec::new());
+    for _ in 0..if quick() { 3 } else { 5 } {
+        plain.push(per_thread(nu, false));
+        patched.push(per_thread(np, true));
+    }
+    (median(plain), median(patched))
 }
 
 /// Runs `f` with the calling thread (and so the children it starts) on
@@ -243,6 +263,14 @@ fn main() {
     println!(
         "{:<52} {:>9.0} ms {:>9.0} ms {:>7.1}× faster",
         "10,000 threads × usleep(10 ms), wall",
+        u,
+        p,
+        u / p
+    );
+    let (u, p) = thread_churn();
+    println!(
+        "{:<52} {:>9.2} µs {:>9.2} µs {:>7.1}× faster",
+        "pthread_create+exit+join, 300 alive (per thread)",
         u,
         p,
         u / p
