@@ -79,16 +79,7 @@ pub(super) struct State {
 /// Per OS thread, shared by its fibers (see `hub::PerThread`: with TLS per
 /// fiber a `thread_local!` would be per fiber, and it would be gone during
 /// the thread's TLS destructors).
-static STATE: hub::PerThread<State> = hub::PerThread::new(|| State {
-    root: RefCell::new(None),
-    fibers: RefCell::new(HashMap::with_hasher(BuildHasherDefault::new())),
-    contexts: Cell::new(0),
-    blocking: [const { Cell::new(0) }; NSIG],
-    blocked_by_some: Cell::new(0),
-    real: Cell::new(None),
-    waiters: RefCell::new(Vec::new()),
-    due: Cell::new(0),
-});
+static STATE: hub::PerThread<State> = hub::PerThread::new(State::new);
 
 /// Runs `f` with this thread's state, made on first use (at any moment of
 /// the thread's life, its TLS destructors included).
@@ -107,6 +98,20 @@ pub(super) fn existing<R>(f: impl FnOnce(&State) -> R) -> Option<R> {
 pub(super) const ROOT: u64 = 0;
 
 impl State {
+    /// A thread's state before anything happened: no context yet.
+    fn new() -> State {
+        State {
+            root: RefCell::new(None),
+            fibers: RefCell::new(HashMap::with_hasher(BuildHasherDefault::new())),
+            contexts: Cell::new(0),
+            blocking: [const { Cell::new(0) }; NSIG],
+            blocked_by_some: Cell::new(0),
+            real: Cell::new(None),
+            waiters: RefCell::new(Vec::new()),
+            due: Cell::new(0),
+        }
+    }
+
     /// Makes the root's entry if there is none: its mask is the thread's
     /// real mask, which it has been until now.
     pub(super) fn ensure(&self) {
@@ -446,24 +451,11 @@ fn signals_in(set: u64) -> impl Iterator<Item = i32> {
 mod tests {
     use super::*;
 
-    fn empty_state() -> State {
-        State {
-            root: RefCell::new(None),
-            fibers: RefCell::new(HashMap::with_hasher(BuildHasherDefault::new())),
-            contexts: Cell::new(0),
-            blocking: [const { Cell::new(0) }; NSIG],
-            blocked_by_some: Cell::new(0),
-            real: Cell::new(None),
-            waiters: RefCell::new(Vec::new()),
-            due: Cell::new(0),
-        }
-    }
-
     /// The counts agree with the masks they were made from, as contexts
     /// come and go: how many accept each signal, and which all block.
     #[test]
     fn the_counts_follow_the_masks() {
-        let st = empty_state();
+        let st = State::new();
         let none_accept = st.intersection();
         assert_eq!(none_accept, !super::super::never_blocked());
         let masks = [
