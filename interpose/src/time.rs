@@ -15,20 +15,32 @@ use crate::errno;
 use crate::gate::cooperative;
 use crate::hook::hook;
 
+/// Sleeps cooperatively until `at` (`None`: for ever), a cancellation
+/// point on the way in and, when interrupted, on the way out; false when
+/// interrupted (a signal, or a cancellation that was not acted on).
+fn sleep_until(at: Option<hub::Deadline>) -> bool {
+    crate::cancel_point();
+    let done = match at {
+        Some(at) => hub::sleep_interruptible(at),
+        None => {
+            hub::sleep_forever();
+            false
+        }
+    };
+    if !done {
+        crate::cancel_point();
+    }
+    done
+}
+
 /// Sleeps cooperatively; `Err(remaining)` when interrupted (a signal, or a
 /// cancellation that was not acted on).
 pub(crate) fn sleep_for(d: Duration) -> Result<(), Duration> {
-    crate::cancel_point();
-    let Some(deadline) = deadline::after(d) else {
-        hub::sleep_forever();
-        crate::cancel_point();
-        return Err(d);
-    };
-    if hub::sleep_interruptible(deadline) {
+    let deadline = deadline::after(d);
+    if sleep_until(deadline.map(Into::into)) {
         Ok(())
     } else {
-        crate::cancel_point();
-        Err(deadline.saturating_duration_since(Instant::now()))
+        Err(deadline.map_or(d, |at| at.saturating_duration_since(Instant::now())))
     }
 }
 
@@ -71,19 +83,7 @@ hook! {
         if flags & libc::TIMER_ABSTIME != 0 {
             // Until a time on `clock`: on `CLOCK_REALTIME` it follows the
             // wall clock when that is set, as the kernel's sleep does.
-            crate::cancel_point();
-            let done = match deadline::at(clock, &req) {
-                Some(at) => hub::sleep_interruptible(at),
-                None => {
-                    hub::sleep_forever();
-                    false
-                }
-            };
-            if !done {
-                crate::cancel_point();
-                return libc::EINTR;
-            }
-            return 0;
+            return if sleep_until(deadline::at(clock, &req)) { 0 } else { libc::EINTR };
         }
         match sleep_for(d) {
             Ok(()) => 0,
