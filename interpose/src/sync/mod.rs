@@ -245,8 +245,13 @@ fn foreign_nap(deadline: Option<Deadline>) -> Option<Deadline> {
     if !crate::gate::foreign_threads() {
         return deadline;
     }
+    Some(nap_until(deadline))
+}
+
+/// The end of one [`FOREIGN_NAP`] from now, or `deadline` if sooner.
+fn nap_until(deadline: Option<Deadline>) -> Deadline {
     let nap = Instant::now() + FOREIGN_NAP;
-    Some(deadline.map_or(nap.into(), |d| d.min(nap)))
+    deadline.map_or(nap.into(), |d| d.min(nap))
 }
 
 /// A thread that is not the fibers' own (it used glibc's function, and is

@@ -136,5 +136,8 @@ fn spin(busy: impl Fn() -> bool) -> bool {
 /// Whether `deadline` has passed, read on its own clock (the wall clock
 /// for a wall-clock one: as the kernel's waits see it, set or not).
 pub(in crate::sync) fn passed(deadline: Option<hub::Deadline>) -> bool {
-    deadline.is_some_and(|d| waiter::End::of(Some(d)).passed())
+    deadline.is_some_and(|d| {
+        let (clock, at) = d.clock_time();
+        hub::now_nanos(clock) >= at
+    })
 }

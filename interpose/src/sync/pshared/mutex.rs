@@ -4,7 +4,6 @@
 //! on it through a waiter thread, then tries again.
 
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use libc::{c_int, pthread_mutex_t};
 
@@ -260,14 +259,7 @@ unsafe fn wait_for_unlock(a: usize, kind: i32, deadline: Option<hub::Deadline>) 
 /// Parks for [`FOREIGN_NAP`](sync::FOREIGN_NAP) at most (an unlock here
 /// wakes us sooner).
 fn nap(a: usize, deadline: Option<hub::Deadline>) {
-    let nap = Instant::now() + sync::FOREIGN_NAP;
-    sync::park(
-        Kind::Mutex,
-        a,
-        sync::tag(0),
-        Some(deadline.map_or(nap.into(), |d| d.min(nap))),
-        || true,
-    );
+    sync::park(Kind::Mutex, a, sync::tag(0), Some(sync::nap_until(deadline)), || true);
 }
 
 /// Unlocks a process-shared mutex; `full` releases every level of a

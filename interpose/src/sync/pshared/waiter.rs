@@ -342,12 +342,6 @@ impl End {
             }
         }
     }
-
-    /// Whether its time has come.
-    pub(super) fn passed(&self) -> bool {
-        let at = self.at.tv_sec as i128 * 1_000_000_000 + self.at.tv_nsec as i128;
-        hub::now_nanos(self.clock) >= at
-    }
 }
 
 /// `FUTEX_WAIT` on a word of a pthread object until `end`, shared (no
