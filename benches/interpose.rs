@@ -115,17 +115,9 @@ fn many_sleepers() -> (f64, f64) {
 /// interleaved runs, in µs per thread, unpatched and patched.
 fn thread_churn() -> (f64, f64) {
     let bin = util::compile("thread_churn");
-    let (nu, np) = if quick() { (2_000, 20_000) } else { (20_000, 200_000) };
-    let per_thread = |n: u32, preload: bool| {
-        let r = util::run(&bin, &[&n.to_string(), "300"], preload, &[]);
-        util::time_ms(&r.stderr).expect("thread_churn run") as f64 * 1000.0 / f64::from(n)
-    };
-    let (mut plain, mut patched) = (Vec::new(), Vec::new());
-    for _ in 0..if quick() { 3 } else { 5 } {
-        plain.push(per_thread(nu, false));
-        patched.push(per_thread(np, true));
-    }
-    (median(plain), median(patched))
+    let (nu, np): (u32, u32) = if quick() { (2_000, 20_000) } else { (20_000, 200_000) };
+    let (u, p) = interleaved(&bin, &[&nu.to_string(), "300"], &[&np.to_string(), "300"], "time_ms");
+    (u * 1000.0 / f64::from(nu), p * 1000.0 / f64::from(np))
 }
 
 /// Runs `f` with the calling thread (and so the children it starts) on
