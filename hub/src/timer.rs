@@ -303,7 +303,7 @@ mod tests {
     use std::rc::Rc;
     use std::time::{Duration, Instant};
 
-    use crate::Hub;
+    use crate::{Hub, Task};
 
     /// Timed waits that end before their deadline leave their entries
     /// behind; compaction keeps the heap within twice the live timers plus
@@ -353,18 +353,28 @@ mod tests {
         crate::clock::WALL_CLOCK_SET.with(|s| s.set(s.get() + by));
     }
 
+    /// A fiber that parks on `key` until the wall clock reads `from_now`
+    /// nanoseconds past now, once per answer in `expect`, each time with
+    /// that same deadline, and asserts each answer. It has parked the first
+    /// time when this returns.
+    fn wall_parker(key: usize, from_now: i128, expect: &'static [crate::Park]) -> Rc<Task> {
+        let at = crate::Deadline::wall(crate::now_nanos(libc::CLOCK_REALTIME) + from_now);
+        let t = crate::spawn(crate::Spawn::default(), move || {
+            for &e in expect {
+                assert_eq!(crate::park(key, at, || true), e);
+            }
+        })
+        .unwrap();
+        crate::yield_now();
+        t
+    }
+
     /// A wait until a wall-clock time ends as soon as the wall clock is set
     /// past it, as the kernel's waits on `CLOCK_REALTIME` do.
     #[test]
     fn a_wall_deadline_follows_the_wall_clock_set_ahead() {
-        const KEY: usize = 0x3a11;
         let t0 = Instant::now();
-        let at = crate::Deadline::wall(crate::now_nanos(libc::CLOCK_REALTIME) + 30 * SECOND);
-        let t = crate::spawn(crate::Spawn::default(), move || {
-            assert_eq!(crate::park(KEY, at, || true), crate::Park::TimedOut);
-        })
-        .unwrap();
-        crate::yield_now();
+        let t = wall_parker(0x3a11, 30 * SECOND, &[crate::Park::TimedOut]);
         set_wall_clock(31 * SECOND);
         crate::join(&t);
         assert!(t0.elapsed() < Duration::from_secs(10), "waited {:?}", t0.elapsed());
@@ -376,12 +386,7 @@ mod tests {
     #[test]
     fn a_wall_deadline_follows_the_wall_clock_set_back() {
         const KEY: usize = 0x3a12;
-        let at = crate::Deadline::wall(crate::now_nanos(libc::CLOCK_REALTIME) + SECOND / 5);
-        let t = crate::spawn(crate::Spawn::default(), move || {
-            assert_eq!(crate::park(KEY, at, || true), crate::Park::Unparked);
-        })
-        .unwrap();
-        crate::yield_now();
+        let t = wall_parker(KEY, SECOND / 5, &[crate::Park::Unparked]);
         set_wall_clock(-3600 * SECOND);
         crate::sleep(Duration::from_millis(600));
         assert!(
@@ -399,13 +404,7 @@ mod tests {
     fn a_wall_deadline_parked_again_after_a_set_is_mapped_afresh() {
         const KEY: usize = 0x3a13;
         let t0 = Instant::now();
-        let at = crate::Deadline::wall(crate::now_nanos(libc::CLOCK_REALTIME) + 30 * SECOND);
-        let t = crate::spawn(crate::Spawn::default(), move || {
-            assert_eq!(crate::park(KEY, at, || true), crate::Park::Unparked);
-            assert_eq!(crate::park(KEY, at, || true), crate::Park::TimedOut);
-        })
-        .unwrap();
-        crate::yield_now();
+        let t = wall_parker(KEY, 30 * SECOND, &[crate::Park::Unparked, crate::Park::TimedOut]);
         // 10 s left on the wall clock; a turn of the hub follows the set.
         set_wall_clock(20 * SECOND);
         crate::sleep(Duration::from_millis(1));
