@@ -59,19 +59,21 @@ static void inspect(char *out, size_t n, pthread_t t)
     int policy;
     pthread_attr_t a;
     clockid_t clk;
-    cpu_set_t cpus;
+    cpu_set_t cpus, mine;
     union sigval v = { 0 };
+    sched_getaffinity(0, sizeof mine, &mine);
     int ga = pthread_getattr_np(t, &a);
     if (ga == 0)
         pthread_attr_destroy(&a);
     snprintf(out, n,
              "kill0=%s kill_usr1=%s sigqueue=%s setname=%s getname=%s getattr=%s getsched=%s setsched=%s "
-             "setprio=%s cpuclock=%s getaffinity=%s equal_self=%d",
+             "setprio=%s cpuclock=%s getaffinity=%s setaffinity=%s equal_self=%d",
              en(pthread_kill(t, 0)), en(pthread_kill(t, SIGUSR1)), en(pthread_sigqueue(t, SIGUSR1, v)),
              en(pthread_setname_np(t, "renamed")), en(pthread_getname_np(t, name, sizeof name)), en(ga),
              en(pthread_getschedparam(t, &policy, &sp)), en(pthread_setschedparam(t, SCHED_OTHER, &sp)),
              en(pthread_setschedprio(t, 0)), en(pthread_getcpuclockid(t, &clk)),
-             en(pthread_getaffinity_np(t, sizeof cpus, &cpus)), pthread_equal(t, t) != 0);
+             en(pthread_getaffinity_np(t, sizeof cpus, &cpus)), en(pthread_setaffinity_np(t, sizeof mine, &mine)),
+             pthread_equal(t, t) != 0);
 }
 
 /* The joins and detach, in that order, as "op=answer ...". */
@@ -134,7 +136,7 @@ static void gone(pthread_t t)
     char a[512], b[256];
     inspect(a, sizeof a, t);
     joins(b, sizeof b, t);
-    result("%s %s", a, b);
+    result("%s %s cancel=%s", a, b, en(pthread_cancel(t)));
 }
 
 static void check_joined(void)
