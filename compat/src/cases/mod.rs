@@ -10,6 +10,7 @@ mod node;
 mod postgres;
 mod python_http;
 mod redis;
+mod workers;
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -111,6 +112,7 @@ pub fn all() -> Vec<Case> {
     cases.push(nginx::CASE);
     cases.extend(alloc::CASES);
     cases.extend([node::CASE, python_http::CASE]);
+    cases.extend(workers::CASES);
     cases.extend(cancel::CASES);
     cases
 }

@@ -1,0 +1,186 @@
+//! Programs that split their work over a pool of threads fed through a
+//! mutex and condition variables: `xz -T4` and `zstd -T4` compressing in
+//! 1 MiB blocks, and `sort --parallel=4` sorting in memory. Under greenhook
+//! each pool is fibers on one thread; what they write must be byte for byte
+//! what the program writes on its own (both compressors' output depends on
+//! the block size, not on which thread finished first), and must decompress
+//! to the input.
+
+use std::hash::{Hash, Hasher};
+use std::path::Path;
+use std::time::Duration;
+
+use super::{arg, Case, Ctx, Mode, Side};
+use crate::apt::{find_command, Need};
+use crate::proc;
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The input: 8 MB of numbered text lines, the same in every run.
+const INPUT_BYTES: usize = 8_000_000;
+
+pub const CASES: [Case; 3] = [
+    Case {
+        name: "xz",
+        program: "xz -T4 (a pool of 4 threads) compressing 8 MB in 1 MiB blocks, then decompressing",
+        quick: true,
+        needs: &[Need::command("xz-utils", "xz")],
+        run: |ctx, mode| compressor(ctx, mode, &XZ),
+    },
+    Case {
+        name: "zstd",
+        program: "zstd -T4 compressing 8 MB in 1 MiB jobs, then decompressing",
+        quick: true,
+        needs: &[Need::command("zstd", "zstd")],
+        run: |ctx, mode| compressor(ctx, mode, &ZSTD),
+    },
+    Case {
+        name: "sort",
+        program: "sort --parallel=4 -n of 8 MB (coreutils' threaded merge sort)",
+        quick: true,
+        needs: &[],
+        run: sort,
+    },
+];
+
+/// How to run one compressor.
+struct Compressor {
+    command: &'static str,
+    /// Compresses `input` to `input` + `suffix`.
+    compress: &'static [&'static str],
+    suffix: &'static str,
+    /// Decompresses the file named last to `back`.
+    decompress: &'static [&'static str],
+}
+
+const XZ: Compressor = Compressor {
+    command: "xz",
+    compress: &["-T4", "--block-size=1MiB", "-6", "-k", "-q"],
+    suffix: ".xz",
+    decompress: &["-d", "-T4", "-c", "-q"],
+};
+
+const ZSTD: Compressor = Compressor {
+    command: "zstd",
+    compress: &["-T4", "-B1MiB", "-6", "-k", "-q"],
+    suffix: ".zst",
+    decompress: &["-d", "-c", "-q"],
+};
+
+fn compressor(ctx: &Ctx, mode: Mode, c: &Compressor) -> Side {
+    let Some(exe) = find_command(c.command) else {
+        return Side::broken(format!("{} is not installed", c.command));
+    };
+    let dir = match ctx.dir(c.command, mode) {
+        Ok(dir) => dir,
+        Err(side) => return side,
+    };
+    let input = match write_input(&dir) {
+        Ok(input) => input,
+        Err(side) => return side,
+    };
+    let mut cmd = ctx.command(mode, &[], &exe);
+    cmd.args(c.compress).arg(arg(&input));
+    let compressed = match proc::run(&mut cmd, &dir, TIMEOUT) {
+        Ok(ran) if ran.succeeded() => ran,
+        Ok(ran) => return Side::from_ran(&ran, String::new()),
+        Err(e) => return Side::broken(e.to_string()),
+    };
+    let packed = dir.join(format!("input{}", c.suffix));
+    let Ok(bytes) = std::fs::read(&packed) else {
+        return Side::broken(format!("{} wrote no {}", c.command, packed.display()));
+    };
+    // Decompressed to stdout, which is kept as text: the input is ASCII.
+    let mut cmd = ctx.command(mode, &[], &exe);
+    cmd.args(c.decompress).arg(arg(&packed));
+    let back = match proc::run(&mut cmd, &dir, TIMEOUT) {
+        Ok(ran) => ran,
+        Err(e) => return Side::broken(e.to_string()),
+    };
+    let round_trip = back.succeeded() && back.stdout.as_bytes() == input_bytes().as_slice();
+    let seconds = compressed.elapsed.as_secs_f64();
+    Side {
+        ok: round_trip,
+        brief: if round_trip {
+            format!(
+                "{:.1} MB → {:.2} MB, decompressed to the input; {seconds:.1} s",
+                INPUT_BYTES as f64 / 1e6,
+                bytes.len() as f64 / 1e6
+            )
+        } else {
+            format!("decompressing: {}, not the input", back.brief())
+        },
+        output: format!(
+            "compressed: {} bytes, hash {:016x}; round trip {}",
+            bytes.len(),
+            hash(&bytes),
+            if round_trip { "ok" } else { "wrong" }
+        ),
+        log: format!("{}{}", super::log_of(&compressed), super::log_of(&back)),
+    }
+}
+
+fn sort(ctx: &Ctx, mode: Mode) -> Side {
+    let dir = match ctx.dir("sort", mode) {
+        Ok(dir) => dir,
+        Err(side) => return side,
+    };
+    let input = match write_input(&dir) {
+        Ok(input) => input,
+        Err(side) => return side,
+    };
+    // A buffer of 32 MB holds the whole input, which sort then sorts with
+    // --parallel threads (with a small buffer it sorts runs in one thread).
+    let mut cmd = ctx.command(mode, &[], "sort");
+    cmd.args(["--parallel=4", "-S", "32M", "-n"]).arg(arg(&input));
+    match proc::run(&mut cmd, &dir, TIMEOUT) {
+        Ok(ran) => {
+            let lines = ran.stdout.lines().count();
+            let sorted = ran.stdout.lines().map(number).is_sorted();
+            let brief = format!("exit 0; {lines} lines in order; {:.1} s", ran.elapsed.as_secs_f64());
+            let mut side = Side::from_ran(&ran, brief);
+            side.ok &= sorted;
+            // The sorted text itself is compared, by its hash.
+            side.output = format!(
+                "{}\nlines {lines}, hash {:016x}",
+                ran.status,
+                hash(ran.stdout.as_bytes())
+            );
+            side
+        }
+        Err(e) => Side::broken(e.to_string()),
+    }
+}
+
+/// The leading number of a line of the input.
+fn number(line: &str) -> u64 {
+    line.split(' ').next().and_then(|n| n.parse().ok()).unwrap_or(u64::MAX)
+}
+
+/// The input's bytes: lines "<key> line <i>", keys spread by a
+/// multiplicative step so that sorting moves them.
+fn input_bytes() -> Vec<u8> {
+    let mut text = Vec::with_capacity(INPUT_BYTES + 32);
+    let mut i: u64 = 1;
+    while text.len() < INPUT_BYTES {
+        text.extend_from_slice(format!("{} line {i}\n", i * 7919 % 1_000_003).as_bytes());
+        i += 1;
+    }
+    text
+}
+
+/// Writes the input to `dir/input`.
+fn write_input(dir: &Path) -> Result<std::path::PathBuf, Side> {
+    let path = dir.join("input");
+    std::fs::write(&path, input_bytes())
+        .map(|()| path)
+        .map_err(|e| Side::broken(format!("cannot write the input: {e}")))
+}
+
+/// A hash of `bytes` to compare the two runs' outputs by (std's hasher has
+/// fixed keys: the same bytes give the same value within one suite run).
+fn hash(bytes: &[u8]) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
