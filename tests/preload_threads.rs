@@ -1,10 +1,11 @@
 //! A thread's life and attributes under the preload, differentially: the
 //! handles of ended threads and garbage handles (issue 13), lifetime
 //! corners, asynchronous cancellation, scheduling attributes, CPU-time
-//! clocks and signal masks (issue 12, groups 3–5).
+//! clocks and signal masks (issue 12, groups 3–5), and the threads that
+//! stay OS threads (OpenMP's).
 mod util;
 
-use util::{compile, differential, named_time_ms, run};
+use util::{compile, compile_shared, differential, named_time_ms, run};
 
 /// Every function taking a `pthread_t`, on a live thread, one that
 /// returned unjoined, one joined (a second join used to segfault), one
@@ -195,4 +196,40 @@ fn busy_threads_leave_room_for_the_others() {
 #[test]
 fn rwlock_kinds_order_readers_and_writers_as_glibc() {
     differential("rwlock_kinds", &[]);
+}
+
+/// OpenMP (GCC's libgomp), whose threads wait on futexes by the `syscall`
+/// instruction, which no hook sees: a program hung at its first parallel
+/// region while they were fibers. Its teams are OS threads, started from
+/// main or from pthreads (fibers), with the starter's signal mask, while
+/// the other fibers go on.
+#[test]
+fn openmp_teams_run_as_without_greenhook() {
+    differential("openmp_pool", &[]);
+}
+
+/// `GREENHOOK_NATIVE_THREADS_FROM` names more libraries whose threads stay
+/// OS threads, found by their start routine's address, also in a library
+/// loaded by `dlopen` after the program started.
+#[test]
+fn native_threads_from_named_libraries() {
+    let bin = compile("native_threads_from");
+    let lib = compile_shared("native_pool_lib");
+    let lib = lib.to_str().expect("a UTF-8 path");
+    let plain = run(&bin, &[lib], false, &[]);
+    assert_eq!(plain.stdout, "program: own\nlibrary: own\n", "{}", plain.describe());
+    let fibers = run(&bin, &[lib], true, &[]);
+    assert_eq!(
+        fibers.stdout,
+        "program: shared\nlibrary: shared\n",
+        "{}",
+        fibers.describe()
+    );
+    let named = run(
+        &bin,
+        &[lib],
+        true,
+        &[("GREENHOOK_NATIVE_THREADS_FROM", "libunrelated.so:libnative_pool")],
+    );
+    assert_eq!(named.stdout, "program: shared\nlibrary: own\n", "{}", named.describe());
 }

@@ -89,7 +89,7 @@ pub use pool::{offload, pool_size};
 pub use priority::{preempt_point, preempt_wanted, set_priority};
 pub use remote::{park_remote, unpark_from_elsewhere, wait_remote, RemoteWaker};
 pub use spawn::{
-    around_fork, exit_current, for_each_task, home_thread_pointer, join, join_interruptible, join_until, live_fibers,
+    exit_current, for_each_task, home_thread_pointer, join, join_interruptible, join_until, live_fibers, on_thread_tls,
     run_tls_destructors, spawn, Spawn,
 };
 pub use stats::{stalls, stats, stats_table, switch_count, Stats};

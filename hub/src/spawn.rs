@@ -184,18 +184,21 @@ pub fn run_tls_destructors() {
     unsafe { fiber::tls::run_destructors(own) };
 }
 
-/// Runs `f` (a `fork`) with the OS thread's own thread pointer installed
-/// when the caller is a fiber with TLS of its own, so that glibc's child
-/// bookkeeping (its list of thread descriptors, the robust list, the stack
-/// cache) acts on the thread's descriptor and never links a fiber's block
-/// into its lists; the fiber's block then gets the thread's new `tid` and
-/// `errno`. `atfork` handlers see the thread's TLS, not the fiber's.
-pub fn around_fork<R>(f: impl FnOnce() -> R) -> R {
+/// Runs `f` with the OS thread's own thread pointer installed when the
+/// caller is a fiber with TLS of its own: for glibc calls that act on the
+/// calling thread's descriptor and must find the thread's, not a fiber's
+/// block. `fork`: glibc's child bookkeeping (its list of thread
+/// descriptors, the robust list, the stack cache) then never links a
+/// fiber's block into its lists, and the fiber's block gets the thread's
+/// new `tid` and `errno`; `atfork` handlers see the thread's TLS. glibc's
+/// own `pthread_create`: it marks the thread's descriptor as having
+/// company, and the new thread inherits the thread's scheduling.
+pub fn on_thread_tls<R>(f: impl FnOnce() -> R) -> R {
     let own = with_current_fiber(|f| f.is_some_and(|f| f.has_own_tls()));
     match Hub::existing() {
         // SAFETY: root_local's address is inside the thread's own static
-        // TLS block, whose thread pointer the pool recorded; f is a fork,
-        // which does not switch fibers.
+        // TLS block, whose thread pointer the pool recorded; f does not
+        // switch fibers (a fork, or glibc's pthread_create).
         Some(hub) if own => unsafe { fiber::tls::with_thread_pointer(hub.stacks.thread_pointer(), f) },
         _ => f(),
     }

@@ -100,6 +100,7 @@ fn setup() {
     #[cfg(greenhook_linux_hooks)]
     {
         preempt::init();
+        thread::read_settings();
         hub::internal::set_name_provider(thread::name_for_monitor);
         hub::internal::set_priority_provider(thread::sched::current_priority);
         hub::internal::set_user_namer(thread::name_of);

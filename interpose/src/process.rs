@@ -162,9 +162,9 @@ fn wait_child(pid: pid_t, options: c_int, mut try_once: impl FnMut() -> pid_t) -
 /// `fork` and its stand-ins: in the child, the calling context becomes the
 /// hub's only one.
 fn forked() -> pid_t {
-    // On the OS thread's own thread pointer: see `hub::around_fork`.
+    // On the OS thread's own thread pointer: see `hub::on_thread_tls`.
     // SAFETY: forwarded unchanged.
-    let pid = hub::around_fork(|| unsafe { fork::real() });
+    let pid = hub::on_thread_tls(|| unsafe { fork::real() });
     if pid == 0 && patched() {
         let e = errno::get();
         if hub::has_hub() {

@@ -12,6 +12,8 @@ pub enum Value {
     Positive,
     /// A path to an existing file.
     Path,
+    /// A colon-separated list of library file names, or beginnings of them.
+    Names,
     /// No argument: the option sets the variable to this fixed value.
     Fixed(&'static str),
 }
@@ -97,6 +99,14 @@ pub const SETTINGS: &[Setting] = &[
         default: "fibers",
     },
     Setting {
+        var: "GREENHOOK_NATIVE_THREADS_FROM",
+        option: Some("--native-threads-from"),
+        arg: "LIBS",
+        value: Value::Names,
+        meaning: "threads these libraries start stay OS threads (libtbb.so:libopenblas); libgomp's always do",
+        default: "libgomp.so",
+    },
+    Setting {
         var: "GREENHOOK_TLS",
         option: Some("--shared-tls"),
         arg: "",
@@ -156,6 +166,13 @@ pub fn validate(value: Value, raw: &str) -> Result<String, String> {
                 Err("expected a path".to_string())
             } else {
                 Ok(raw.to_string())
+            }
+        }
+        Value::Names => {
+            if raw.split(':').any(|n| !n.is_empty()) {
+                Ok(raw.to_string())
+            } else {
+                Err("expected library file names separated by ':' (e.g. libtbb.so:libopenblas)".to_string())
             }
         }
         Value::Fixed(v) => Ok(v.to_string()),

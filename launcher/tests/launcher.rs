@@ -157,6 +157,8 @@ fn options_map_to_environment_variables() {
         "--no-threads",
         "--pool-size",
         "3",
+        "--native-threads-from",
+        "libtbb.so:libopenblas",
         "--",
         &p,
     ]);
@@ -165,6 +167,7 @@ fn options_map_to_environment_variables() {
     env.sort_unstable();
     let preload = format!("LD_PRELOAD={}", lib().display());
     let mut expected = vec![
+        "GREENHOOK_NATIVE_THREADS_FROM=libtbb.so:libopenblas",
         "GREENHOOK_POOL_SIZE=3",
         "GREENHOOK_STACK_SIZE=64K",
         "GREENHOOK_STALL_MS=250",
@@ -197,6 +200,7 @@ fn invalid_option_values_are_usage_errors() {
         &["--pool-size", "0"],
         &["--pool-size", "many"],
         &["--stall-ms", "-1"],
+        &["--native-threads-from", ":"],
         &["--stats=1"],
         &["--lib="],
     ] {

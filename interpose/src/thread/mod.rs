@@ -24,6 +24,8 @@
 //!   reaches through [`crate::cancel_point`];
 //! - [`keys`]: thread-specific data;
 //! - [`names`]: thread names, also for the stall monitor and deadlock reports;
+//! - [`native`]: the threads that stay OS threads (OpenMP's, whose waits no
+//!   hook sees);
 //! - [`once`]: the `pthread_once` of fibers;
 //! - [`sched`]: scheduling policy and priority, per fiber;
 //! - [`cputime`]: thread CPU-time clocks, per fiber;
@@ -52,11 +54,18 @@ pub mod exit;
 mod handle;
 pub mod keys;
 pub mod names;
+mod native;
 pub mod once;
 mod plain;
 pub mod sched;
 
 pub(crate) use names::{name_for_monitor, name_of};
+
+/// Reads this module's environment variables, as the preload loads (see
+/// `native`).
+pub(crate) fn read_settings() {
+    native::read_settings();
+}
 
 /// A C thread start routine.
 type Start = extern "C" fn(*mut c_void) -> *mut c_void;
@@ -498,6 +507,10 @@ hook! {
     /// `pthread_create`: a fiber on the caller's hub.
     #[gate(emulating())]
     [thread] fn pthread_create(t: *mut pthread_t, attr: *const pthread_attr_t, f: Start, arg: *mut c_void) -> c_int {
+        if native::stays_native(f) {
+            // SAFETY: the caller's arguments, unchanged.
+            return unsafe { native::create(t, attr, f, arg) };
+        }
         let mut opts = hub::Spawn::default();
         let mut detached = false;
         let mut size = 0;
