@@ -1,10 +1,12 @@
-//! Programs that split their work over a pool of threads fed through a
-//! mutex and condition variables: `xz -T4` and `zstd -T4` compressing in
-//! 1 MiB blocks, and `sort --parallel=4` sorting in memory. Under greenhook
-//! each pool is fibers on one thread; what they write must be byte for byte
-//! what the program writes on its own (both compressors' output depends on
-//! the block size, not on which thread finished first), and must decompress
-//! to the input.
+//! Programs that split their work over a pool of threads: `xz -T4` and
+//! `zstd -T4` compressing in 1 MiB blocks and `sort --parallel=4` sorting
+//! in memory, their pools fed through a mutex and condition variables
+//! (fibers under greenhook), and `sox --multi-threaded`, whose OpenMP team
+//! (GCC's libgomp) stays OS threads. What each writes must be byte for
+//! byte what it writes on its own (the compressors' output depends on the
+//! block size, not on which thread finished first; sox runs with its
+//! random numbers repeatable and no dither), and the compressed files must
+//! decompress to the input.
 
 use std::hash::{Hash, Hasher};
 use std::path::Path;
@@ -19,7 +21,7 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 /// The input: 8 MB of numbered text lines, the same in every run.
 const INPUT_BYTES: usize = 8_000_000;
 
-pub const CASES: [Case; 3] = [
+pub const CASES: [Case; 4] = [
     Case {
         name: "xz",
         program: "xz -T4 (a pool of 4 threads) compressing 8 MB in 1 MiB blocks, then decompressing",
@@ -33,6 +35,13 @@ pub const CASES: [Case; 3] = [
         quick: true,
         needs: &[Need::command("zstd", "zstd")],
         run: |ctx, mode| compressor(ctx, mode, &ZSTD),
+    },
+    Case {
+        name: "sox",
+        program: "sox --multi-threaded (OpenMP, a team of 4): reverb, EQ, resampling of 8 channels × 20 s",
+        quick: true,
+        needs: &[Need::command("sox", "sox")],
+        run: sox,
     },
     Case {
         name: "sort",
@@ -146,6 +155,53 @@ fn sort(ctx: &Ctx, mode: Mode) -> Side {
                 ran.status,
                 hash(ran.stdout.as_bytes())
             );
+            side
+        }
+        Err(e) => Side::broken(e.to_string()),
+    }
+}
+
+fn sox(ctx: &Ctx, mode: Mode) -> Side {
+    let Some(sox) = find_command("sox") else {
+        return Side::broken("sox is not installed".into());
+    };
+    let dir = match ctx.dir("sox", mode) {
+        Ok(dir) => dir,
+        Err(side) => return side,
+    };
+    // The input, made unpatched: 8 channels of tones and noise (-R: the
+    // noise is the same in every run).
+    let mut make = ctx.plain(&sox);
+    make.args([
+        "-R", "-n", "-r", "48000", "-c", "8", "-b", "16", "in.wav", "synth", "20",
+    ])
+    .args(["sine", "300-3300", "sine", "440", "pinknoise", "square", "220"])
+    .args(["sine", "880", "brownnoise", "sine", "100", "sine", "1000", "gain", "-6"])
+    .current_dir(&dir);
+    match proc::run(&mut make, &dir, TIMEOUT) {
+        Ok(ran) if ran.succeeded() => {}
+        Ok(ran) => return Side::broken(format!("making the input: {}", ran.brief())),
+        Err(e) => return Side::broken(e.to_string()),
+    }
+    // -R: repeatable random numbers; -D: no dither, which is random.
+    let mut cmd = ctx.command(mode, &[], &sox);
+    cmd.args(["-R", "-D", "-V1", "--multi-threaded", "in.wav", "out.wav"])
+        .args([
+            "reverb", "50", "50", "100", "bass", "+3", "treble", "-2", "rate", "44100", "gain", "-n", "-1",
+        ])
+        .env("OMP_NUM_THREADS", "4")
+        .current_dir(&dir);
+    match proc::run(&mut cmd, &dir, TIMEOUT) {
+        Ok(ran) => {
+            let out = std::fs::read(dir.join("out.wav")).unwrap_or_default();
+            let brief = format!(
+                "exit 0; {:.1} MB written; {:.1} s",
+                out.len() as f64 / 1e6,
+                ran.elapsed.as_secs_f64()
+            );
+            let mut side = Side::from_ran(&ran, brief);
+            side.ok &= !out.is_empty();
+            side.output = format!("{}\nout.wav: {} bytes, hash {:016x}", ran.status, out.len(), hash(&out));
             side
         }
         Err(e) => Side::broken(e.to_string()),
