@@ -1,14 +1,17 @@
 //! Which kinds of real software the program resembles, among those the
 //! compatibility suite (`compat/`) runs: a malloc replacement linked in
-//! (jemalloc, tcmalloc, mimalloc) and io_uring (liburing). Each is found by
-//! `DT_NEEDED` or, linked statically, by a symbol only it defines, and is
-//! reported in one line saying what it means under greenhook.
+//! (jemalloc, tcmalloc, mimalloc), io_uring (liburing), and OpenMP (GCC's
+//! libgomp, which the suite's sox uses; LLVM's libomp too). Each is found
+//! by `DT_NEEDED` or, linked statically, by a symbol only it defines (not
+//! OpenMP: linked in, its code is the program's, which greenhook cannot
+//! tell apart), and is reported in one line saying what it means under
+//! greenhook.
 
 use std::fmt::Write as _;
 
 /// A kind of software `doctor` recognises.
 pub struct Kind {
-    /// "allocator" or "io_uring": the line's label.
+    /// "allocator", "io_uring" or "threads": the line's label.
     pub label: &'static str,
     /// Its name.
     pub name: &'static str,
@@ -56,6 +59,25 @@ pub const KINDS: &[Kind] = &[
         meaning: "liburing enters the kernel with inline syscall instructions that no hook sees: a fiber \
                   waiting for completions (io_uring_wait_cqe, io_uring_submit_and_wait) blocks every fiber \
                   of its thread",
+    },
+    Kind {
+        label: "threads",
+        name: "OpenMP, GCC's libgomp",
+        libraries: &["libgomp.so"],
+        // Linked in statically its code is the program's, which
+        // `GREENHOOK_NATIVE_THREADS_FROM` cannot name: not claimed here.
+        defines: |_| false,
+        meaning: "its team threads stay OS threads, since they wait with inline syscall instructions that no \
+                  hook sees; the thread that starts a parallel region waits for its team in the kernel, and \
+                  the other fibers of its thread wait with it",
+    },
+    Kind {
+        label: "threads",
+        name: "OpenMP, LLVM's libomp",
+        libraries: &["libomp.so", "libiomp5.so"],
+        defines: |_| false,
+        meaning: "its threads become fibers (its futex waits go through libc and are hooked), so a team \
+                  shares one CPU; --native-threads-from libomp.so keeps them OS threads",
     },
 ];
 
@@ -146,6 +168,17 @@ mod tests {
         assert_eq!(out.lines().count(), 2, "{out}");
         assert!(out.contains("io_uring: liburing (DT_NEEDED liburing.so.2)"), "{out}");
         assert!(out.contains("allocator: glibc's malloc"), "{out}");
+        let out = lines(&["libgomp.so.1", "libc.so.6"], &[]);
+        assert!(
+            out.contains("threads: OpenMP, GCC's libgomp (DT_NEEDED libgomp.so.1): its team threads stay OS threads"),
+            "{out}"
+        );
+        let out = lines(&["libomp.so.5"], &["GOMP_parallel", "__kmpc_fork_call"]);
+        assert!(
+            out.contains("threads: OpenMP, LLVM's libomp (DT_NEEDED libomp.so.5): its threads become fibers"),
+            "{out}"
+        );
+        assert!(!out.contains("libgomp"), "{out}");
         assert!(
             out.lines().all(|l| !l.trim().contains("  ")),
             "one space between words: {out}"
