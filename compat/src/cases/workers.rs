@@ -58,7 +58,7 @@ struct Compressor {
     /// Compresses `input` to `input` + `suffix`.
     compress: &'static [&'static str],
     suffix: &'static str,
-    /// Decompresses the file named last to `back`.
+    /// Decompresses the file named last to stdout.
     decompress: &'static [&'static str],
 }
 
@@ -84,7 +84,8 @@ fn compressor(ctx: &Ctx, mode: Mode, c: &Compressor) -> Side {
         Ok(dir) => dir,
         Err(side) => return side,
     };
-    let input = match write_input(&dir) {
+    let text = input_bytes();
+    let input = match write_input(&dir, &text) {
         Ok(input) => input,
         Err(side) => return side,
     };
@@ -106,7 +107,7 @@ fn compressor(ctx: &Ctx, mode: Mode, c: &Compressor) -> Side {
         Ok(ran) => ran,
         Err(e) => return Side::broken(e.to_string()),
     };
-    let round_trip = back.succeeded() && back.stdout.as_bytes() == input_bytes().as_slice();
+    let round_trip = back.succeeded() && back.stdout.as_bytes() == text.as_slice();
     let seconds = compressed.elapsed.as_secs_f64();
     Side {
         ok: round_trip,
@@ -134,7 +135,7 @@ fn sort(ctx: &Ctx, mode: Mode) -> Side {
         Ok(dir) => dir,
         Err(side) => return side,
     };
-    let input = match write_input(&dir) {
+    let input = match write_input(&dir, &input_bytes()) {
         Ok(input) => input,
         Err(side) => return side,
     };
@@ -225,10 +226,10 @@ fn input_bytes() -> Vec<u8> {
     text
 }
 
-/// Writes the input to `dir/input`.
-fn write_input(dir: &Path) -> Result<std::path::PathBuf, Side> {
+/// Writes `text` to `dir/input`.
+fn write_input(dir: &Path, text: &[u8]) -> Result<std::path::PathBuf, Side> {
     let path = dir.join("input");
-    std::fs::write(&path, input_bytes())
+    std::fs::write(&path, text)
         .map(|()| path)
         .map_err(|e| Side::broken(format!("cannot write the input: {e}")))
 }
