@@ -504,7 +504,9 @@ fn join(t: pthread_t, r: *mut *mut c_void, mode: JoinMode) -> Option<c_int> {
 }
 
 hook! {
-    /// `pthread_create`: a fiber on the caller's hub.
+    /// `pthread_create`: a fiber on the caller's hub, or glibc's OS thread
+    /// for a start routine in a library whose threads stay native
+    /// ([`native`]).
     #[gate(emulating())]
     [thread] fn pthread_create(t: *mut pthread_t, attr: *const pthread_attr_t, f: Start, arg: *mut c_void) -> c_int {
         if native::stays_native(f) {
