@@ -1,12 +1,15 @@
-//! Programs that split their work over a pool of threads: `xz -T4` and
-//! `zstd -T4` compressing in 1 MiB blocks and `sort --parallel=4` sorting
-//! in memory, their pools fed through a mutex and condition variables
-//! (fibers under greenhook), and `sox --multi-threaded`, whose OpenMP team
-//! (GCC's libgomp) stays OS threads. What each writes must be byte for
-//! byte what it writes on its own (the compressors' output depends on the
-//! block size, not on which thread finished first; sox runs with its
-//! random numbers repeatable and no dither), and the compressed files must
-//! decompress to the input.
+//! Programs that split their work over a pool of threads: `xz -T4`,
+//! `zstd -T4`, `pbzip2 -p4` and `plzip -n4` compressing in blocks and
+//! `sort --parallel=4` sorting in memory, their pools fed through mutexes,
+//! condition variables and queues (fibers under greenhook); `rg -j4`
+//! (ripgrep: Rust's `std::sync` and crossbeam's channels, which wait
+//! with the `futex` system call through libc's `syscall`); and
+//! `sox --multi-threaded`, whose OpenMP team (GCC's libgomp) stays OS
+//! threads. What each writes must be byte for byte what it writes on its
+//! own (the compressors' output depends on the block size, not on which
+//! thread finished first; ripgrep's per-file counts are compared sorted;
+//! sox runs with its random numbers repeatable and no dither), and the
+//! compressed files must decompress to the input.
 
 use std::hash::{Hash, Hasher};
 use std::path::Path;
@@ -21,7 +24,7 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 /// The input: 8 MB of numbered text lines, the same in every run.
 const INPUT_BYTES: usize = 8_000_000;
 
-pub const CASES: [Case; 4] = [
+pub const CASES: [Case; 7] = [
     Case {
         name: "xz",
         program: "xz -T4 (a pool of 4 threads) compressing 8 MB in 1 MiB blocks, then decompressing",
@@ -35,6 +38,27 @@ pub const CASES: [Case; 4] = [
         quick: true,
         needs: &[Need::command("zstd", "zstd")],
         run: |ctx, mode| compressor(ctx, mode, &ZSTD),
+    },
+    Case {
+        name: "pbzip2",
+        program: "pbzip2 -p4 (a producer, 4 workers, a writer; condvar queues) compressing 8 MB in 600 kB blocks, then decompressing",
+        quick: true,
+        needs: &[Need::command("pbzip2", "pbzip2")],
+        run: |ctx, mode| compressor(ctx, mode, &PBZIP2),
+    },
+    Case {
+        name: "plzip",
+        program: "plzip -n4 (lzip's threaded compressor) compressing 8 MB in 1 MiB members, then decompressing",
+        quick: true,
+        needs: &[Need::command("plzip", "plzip")],
+        run: |ctx, mode| compressor(ctx, mode, &PLZIP),
+    },
+    Case {
+        name: "ripgrep",
+        program: "rg -j4 (ripgrep: Rust std::sync and crossbeam channels, futex waits) counting matches in 64 files",
+        quick: true,
+        needs: &[Need::command("ripgrep", "rg")],
+        run: ripgrep,
     },
     Case {
         name: "sox",
@@ -51,6 +75,20 @@ pub const CASES: [Case; 4] = [
         run: sort,
     },
 ];
+
+const PBZIP2: Compressor = Compressor {
+    command: "pbzip2",
+    compress: &["-p4", "-6", "-k", "-q"],
+    suffix: ".bz2",
+    decompress: &["-d", "-c", "-p4", "-q"],
+};
+
+const PLZIP: Compressor = Compressor {
+    command: "plzip",
+    compress: &["-n4", "-B", "1MiB", "-6", "-k", "-q"],
+    suffix: ".lz",
+    decompress: &["-d", "-c", "-n4", "-q"],
+};
 
 /// How to run one compressor.
 struct Compressor {
@@ -160,6 +198,69 @@ fn sort(ctx: &Ctx, mode: Mode) -> Side {
         }
         Err(e) => Side::broken(e.to_string()),
     }
+}
+
+/// Files ripgrep searches: the input cut into this many, at line ends.
+const RG_FILES: usize = 64;
+
+fn ripgrep(ctx: &Ctx, mode: Mode) -> Side {
+    let Some(rg) = find_command("rg") else {
+        return Side::broken("rg is not installed".into());
+    };
+    let dir = match ctx.dir("ripgrep", mode) {
+        Ok(dir) => dir,
+        Err(side) => return side,
+    };
+    let tree = dir.join("tree");
+    if let Err(e) = write_files(&tree, &input_bytes()) {
+        return Side::broken(format!("cannot write the files: {e}"));
+    }
+    // Keys ending in 7 on lines whose number has a 3 in it: a regex that
+    // matches on about one line in twenty-five. No --sort (it would search
+    // in one thread); the per-file counts are sorted here instead.
+    let mut cmd = ctx.command(mode, &[], &rg);
+    cmd.args(["--no-config", "-j4", "--count-matches", "^[0-9]*7 line [0-9]*3", "tree"])
+        .current_dir(&dir);
+    match proc::run(&mut cmd, &dir, TIMEOUT) {
+        Ok(ran) => {
+            let mut counts: Vec<&str> = ran.stdout.lines().collect();
+            counts.sort_unstable();
+            let total: u64 = counts
+                .iter()
+                .filter_map(|l| l.rsplit(':').next()?.parse::<u64>().ok())
+                .sum();
+            let brief = format!(
+                "exit 0; {total} matches in {} files; {:.2} s",
+                counts.len(),
+                ran.elapsed.as_secs_f64()
+            );
+            let mut side = Side::from_ran(&ran, brief);
+            side.ok &= counts.len() == RG_FILES && total > 0;
+            side.output = format!("{}\n{}", ran.status, counts.join("\n"));
+            side
+        }
+        Err(e) => Side::broken(e.to_string()),
+    }
+}
+
+/// Writes `text` to `RG_FILES` files in `dir`, cut at line ends.
+fn write_files(dir: &Path, text: &[u8]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let mut rest = text;
+    for i in 0..RG_FILES {
+        let want = text.len().div_ceil(RG_FILES).min(rest.len());
+        let cut = if i + 1 == RG_FILES {
+            rest.len()
+        } else {
+            rest[want..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(rest.len(), |p| want + p + 1)
+        };
+        std::fs::write(dir.join(format!("part{i:02}.txt")), &rest[..cut])?;
+        rest = &rest[cut..];
+    }
+    Ok(())
 }
 
 fn sox(ctx: &Ctx, mode: Mode) -> Side {
