@@ -20,6 +20,7 @@ enum What {
     Command(&'static str),
     Library(&'static str),
     Versioned(&'static str, &'static str),
+    File(&'static str),
 }
 
 impl Need {
@@ -48,12 +49,22 @@ impl Need {
         }
     }
 
+    /// The file at the absolute `path` (a daemon in `/usr/sbin`, which a
+    /// user's `PATH` may lack).
+    pub const fn file(package: &'static str, path: &'static str) -> Need {
+        Need {
+            package,
+            what: What::File(path),
+        }
+    }
+
     /// Already on the system.
     pub fn present(&self) -> bool {
         match self.what {
             What::Command(c) => find_command(c).is_some(),
             What::Library(l) => find_library(l).is_some(),
             What::Versioned(parent, file) => find_versioned(Path::new(parent), file).is_some(),
+            What::File(path) => Path::new(path).is_file(),
         }
     }
 }

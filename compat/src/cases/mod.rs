@@ -4,6 +4,7 @@
 
 mod alloc;
 mod cancel;
+mod mariadb;
 mod memcached;
 mod nginx;
 mod node;
@@ -90,6 +91,22 @@ pub fn log_of(ran: &Ran) -> String {
     )
 }
 
+/// A client's status, or that it did not run.
+pub fn status_of(ran: &std::io::Result<Ran>) -> String {
+    match ran {
+        Ok(ran) => ran.status.to_string(),
+        Err(_) => "did not run".into(),
+    }
+}
+
+/// A client's outcome in a few words, or why it did not run.
+pub fn brief_of(ran: &std::io::Result<Ran>) -> String {
+    match ran {
+        Ok(ran) => ran.brief(),
+        Err(e) => format!("did not run: {e}"),
+    }
+}
+
 /// One program of the suite.
 pub struct Case {
     /// The name to select it by.
@@ -109,6 +126,7 @@ pub fn all() -> Vec<Case> {
     let mut cases = Vec::from(redis::CASES);
     cases.push(memcached::CASE);
     cases.push(postgres::CASE);
+    cases.push(mariadb::CASE);
     cases.push(nginx::CASE);
     cases.extend(alloc::CASES);
     cases.extend([node::CASE, python_http::CASE]);

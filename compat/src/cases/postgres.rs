@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use super::{arg, log_of, Case, Ctx, Mode, Side};
+use super::{arg, brief_of, log_of, status_of, Case, Ctx, Mode, Side};
 use crate::apt::{find_versioned, Need};
 use crate::proc::{self, Ran, Server};
 
@@ -436,20 +436,6 @@ fn user_ids(name: &str) -> Option<(u32, u32)> {
 /// The text after `label` on its line of `text`, trimmed.
 fn field<'t>(text: &'t str, label: &str) -> Option<&'t str> {
     text.lines().find_map(|l| l.strip_prefix(label)).map(str::trim)
-}
-
-fn status_of(ran: &io::Result<Ran>) -> String {
-    match ran {
-        Ok(ran) => ran.status.to_string(),
-        Err(_) => "did not run".into(),
-    }
-}
-
-fn brief_of(ran: &io::Result<Ran>) -> String {
-    match ran {
-        Ok(ran) => ran.brief(),
-        Err(e) => format!("did not run: {e}"),
-    }
 }
 
 #[cfg(test)]
