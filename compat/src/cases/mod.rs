@@ -10,6 +10,7 @@ mod nginx;
 mod node;
 mod postgres;
 mod python_http;
+mod python_sync;
 mod redis;
 mod workers;
 
@@ -129,7 +130,7 @@ pub fn all() -> Vec<Case> {
     cases.push(mariadb::CASE);
     cases.push(nginx::CASE);
     cases.extend(alloc::CASES);
-    cases.extend([node::CASE, python_http::CASE]);
+    cases.extend([node::CASE, python_http::CASE, python_sync::CASE]);
     cases.extend(workers::CASES);
     cases.extend(cancel::CASES);
     cases
