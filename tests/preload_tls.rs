@@ -20,6 +20,38 @@ fn thread_variables_are_per_thread() {
     assert!(shared.stdout.starts_with("vars: 1/8 kept"), "{}", shared.describe());
 }
 
+/// A non-PIE program that takes `malloc`'s address in its code (node)
+/// exports an undefined `malloc` whose value is its PLT entry, and `dlsym`
+/// finds that first: the preload judged the program's malloc not glibc's
+/// and gave its fibers one shared TLS (1/8 kept their value; node's
+/// `worker_threads` crashed). The definition after the program counts.
+#[test]
+fn a_non_pie_programs_malloc_address_is_not_its_own_malloc() {
+    let bin = compile("tls_nonpie");
+    let dynsym = std::process::Command::new("readelf")
+        .args(["--dyn-syms", "-W"])
+        .arg(&bin)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    // What the test is about, where readelf can say: malloc undefined,
+    // with the address of its PLT entry.
+    if let Some(line) = dynsym.lines().find(|l| l.contains(" malloc@")) {
+        assert!(
+            line.contains(" UND ")
+                && !line
+                    .split_whitespace()
+                    .nth(1)
+                    .is_some_and(|v| v.trim_start_matches('0').is_empty()),
+            "the program no longer exports a canonical PLT entry for malloc: {line}"
+        );
+    }
+    differential("tls_nonpie", &["vars"]);
+    let r = run(&bin, &["vars"], true, &[]);
+    assert!(r.stdout.starts_with("vars: 8/8 kept"), "{}", r.describe());
+    assert!(!r.stderr.contains("per-fiber TLS is not available"), "{}", r.describe());
+}
+
 /// The preload reads its settings as it loads: a program that empties its
 /// environment before its first thread (nginx's workers keep only `TZ`)
 /// still gets them. Read when first needed, `GREENHOOK_TLS=shared` was lost

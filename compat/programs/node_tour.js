@@ -1,6 +1,7 @@
 // A tour of what a node program does besides computing: timers, the file
 // system (libuv's thread pool), a child process, a loopback HTTP exchange,
-// zlib and crypto on the thread pool. Prints only deterministic facts; its
+// zlib and crypto on the thread pool, worker threads (each an isolate and
+// an event loop of its own on a thread of its own). Prints only deterministic facts; its
 // exit status is 0 when every step ran.
 'use strict';
 const fs = require('fs');
@@ -10,6 +11,7 @@ const http = require('http');
 const zlib = require('zlib');
 const crypto = require('crypto');
 const { execFile, spawnSync } = require('child_process');
+const { Worker, isMainThread, parentPort, workerData } = require('worker_threads');
 
 const steps = [];
 const log = (line) => { steps.push(line); console.log(line); };
@@ -98,12 +100,65 @@ async function pool() {
   log(`pool: gzip round trip ${unpacked.equals(data) ? 'equal' : 'DIFFERENT'}, pbkdf2 ${key.toString('hex')}`);
 }
 
+// A worker's body: answers numbers with a sum of squares; with a shared
+// buffer, also plays its side of an Atomics.wait/notify ping-pong.
+const WORKER = `
+const { parentPort, workerData } = require('worker_threads');
+if (workerData.sab) {
+  const a = new Int32Array(workerData.sab);
+  for (let i = 0; i < workerData.turns; i++) {
+    while (Atomics.load(a, 0) !== 1) Atomics.wait(a, 0, 0, 1000);
+    Atomics.store(a, 2, Atomics.load(a, 2) + Atomics.load(a, 1));
+    Atomics.store(a, 0, 0);
+    Atomics.notify(a, 0);
+  }
+}
+parentPort.on('message', (m) => {
+  if (m === null) { parentPort.close(); return; }
+  let s = 0;
+  for (let i = 0; i < m; i++) s = (s + i * i) % 1000003;
+  parentPort.postMessage(s);
+});
+`;
+
+async function workers() {
+  // Four workers at once, each with its own isolate, answering 50 messages.
+  const sums = await Promise.all(Array.from({ length: 4 }, (_, k) => new Promise((resolve, reject) => {
+    const w = new Worker(WORKER, { eval: true, workerData: {} });
+    const got = [];
+    w.on('message', (v) => {
+      got.push(v);
+      w.postMessage(got.length === 50 ? null : 1000 * (got.length + k));
+    });
+    w.on('error', reject);
+    w.on('exit', (code) => resolve(`${got.reduce((p, q) => (p + q) % 1000003, 0)}/${code}`));
+    w.postMessage(1000 * k);
+  })));
+  // The main thread and a worker hand a turn back and forth 1,000 times
+  // through a SharedArrayBuffer (Atomics.wait is a futex wait).
+  const turns = 1000;
+  const a = new Int32Array(new SharedArrayBuffer(12));
+  const w = new Worker(WORKER, { eval: true, workerData: { sab: a.buffer, turns } });
+  const exited = new Promise((resolve, reject) => { w.on('exit', resolve); w.on('error', reject); });
+  for (let i = 1; i <= turns; i++) {
+    while (Atomics.load(a, 0) !== 0) Atomics.wait(a, 0, 1, 1000);
+    Atomics.store(a, 1, i);
+    Atomics.store(a, 0, 1);
+    Atomics.notify(a, 0);
+  }
+  while (Atomics.load(a, 0) !== 0) Atomics.wait(a, 0, 1, 1000);
+  w.postMessage(null);
+  const code = await exited;
+  log(`workers: 4 at once, sums/exit ${sums.join(' ')}; Atomics ping-pong ${turns} turns, total ${Atomics.load(a, 2)}, exit ${code}`);
+}
+
 (async () => {
   await timers();
   await files();
   await children();
   await loopbackHttp();
   await pool();
+  await workers();
   log(`done: ${steps.length} steps`);
 })().catch((err) => {
   console.error(err);

@@ -647,25 +647,107 @@ unsafe fn discover() -> Result<Glibc, String> {
 /// when a fiber's block is reused or the probe's scratch block unmapped
 /// (measured: jemalloc, tcmalloc and mimalloc programs crashed or hung).
 /// With shared TLS it sees one thread per OS thread, as before.
+///
+/// The `malloc` that `dlsym` finds may be no definition at all: a non-PIE
+/// executable that takes `malloc`'s address in its code (node does) exports
+/// an undefined `malloc` whose value is its PLT entry, the function's
+/// canonical address, and `dlsym` returns that. Its calls still go to the
+/// first object after it that defines `malloc`, which is then the one
+/// judged.
 fn glibc_malloc() -> Result<(), String> {
     let m = sym("malloc")?;
-    let mut info: libc::Dl_info = unsafe_zeroed();
-    // SAFETY: dladdr only reads the loader's tables.
-    let found = unsafe { libc::dladdr(m, &mut info) } != 0 && !info.dli_fname.is_null();
-    let owner = found.then(|| {
-        // SAFETY: a NUL-terminated name from the loader.
-        unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }
-            .to_string_lossy()
-            .into_owned()
-    });
-    match owner {
-        Some(o) if o.rsplit('/').next().is_some_and(|b| b.starts_with("libc.so")) => Ok(()),
-        Some(o) => Err(format!(
+    let owner = match defined_in(m) {
+        Some(Defined { file, import: true }) => definer_after_program(c"malloc").unwrap_or(file),
+        Some(Defined { file, import: false }) => file,
+        None => return Err("malloc's library not found".into()),
+    };
+    if owner.rsplit('/').next().is_some_and(|b| b.starts_with("libc.so")) {
+        Ok(())
+    } else {
+        Err(format!(
             "malloc is {}'s, not glibc's, and an allocator's per-thread state must stay per OS thread",
-            if o.is_empty() { "the program" } else { o.as_str() }
-        )),
-        None => Err("malloc's library not found".into()),
+            if owner.is_empty() {
+                "the program"
+            } else {
+                owner.as_str()
+            }
+        ))
     }
+}
+
+/// The object a symbol's address `p` lies in.
+struct Defined {
+    /// Its file name as the loader has it ("" for the program).
+    file: String,
+    /// The symbol there is an undefined one with a value: a PLT entry
+    /// standing for the function's address, not its definition.
+    import: bool,
+}
+
+/// `dladdr1`'s request for the symbol's table entry (glibc's `<dlfcn.h>`).
+const RTLD_DL_SYMENT: libc::c_int = 1;
+/// The section index of an undefined symbol (`<elf.h>`).
+const SHN_UNDEF: u16 = 0;
+
+/// Which object the symbol at `p` belongs to (see [`Defined`]).
+fn defined_in(p: *mut c_void) -> Option<Defined> {
+    let mut info: libc::Dl_info = unsafe_zeroed();
+    let mut sym: *const libc::Elf64_Sym = std::ptr::null();
+    // SAFETY: dladdr1 only reads the loader's tables and writes `info` and
+    // `sym` (a pointer into the object's symbol table, or null).
+    let found = unsafe { libc::dladdr1(p, &mut info, (&raw mut sym).cast(), RTLD_DL_SYMENT) } != 0;
+    if !found || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated name from the loader.
+    let file = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }
+        .to_string_lossy()
+        .into_owned();
+    // SAFETY: when not null, `sym` points into the object's symbol table,
+    // mapped while it is loaded.
+    let import = !sym.is_null() && unsafe { (*sym).st_shndx } == SHN_UNDEF;
+    Some(Defined { file, import })
+}
+
+/// The file of the first loaded object after the program (in load order,
+/// which is the order the loader searches the objects loaded at start)
+/// that itself defines `name`. (Only an executable has an undefined symbol
+/// with a value, and the program is the one executable.)
+fn definer_after_program(name: &std::ffi::CStr) -> Option<String> {
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> libc::c_int {
+        // SAFETY: the loader passes a valid info; `data` is our Vec.
+        unsafe {
+            let info = &*info;
+            let names = &mut *(data as *mut Vec<std::ffi::CString>);
+            let name = if info.dlpi_name.is_null() {
+                c""
+            } else {
+                std::ffi::CStr::from_ptr(info.dlpi_name)
+            };
+            names.push(name.to_owned());
+        }
+        0
+    }
+    let mut names: Vec<std::ffi::CString> = Vec::new();
+    // SAFETY: the callback only reads what the loader passes and pushes to
+    // `names`.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&raw mut names).cast()) };
+    // The program is the first object.
+    names.iter().skip(1).filter(|n| !n.is_empty()).find_map(|file| {
+        // SAFETY: a loaded object's own name; RTLD_NOLOAD loads nothing,
+        // and the reference it takes is dropped below.
+        let handle = keeping_dlerror(|| unsafe { libc::dlopen(file.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) });
+        if handle.is_null() {
+            return None;
+        }
+        // SAFETY: a live handle; dlsym searches the object, then its
+        // dependencies, hence the check of where the address lies.
+        let p = unsafe { dlsym_quietly(handle, name) };
+        // SAFETY: the handle dlopen returned, once.
+        keeping_dlerror(|| unsafe { libc::dlclose(handle) });
+        let d = defined_in(p).filter(|d| !p.is_null() && !d.import)?;
+        (d.file.as_bytes() == file.to_bytes()).then_some(d.file)
+    })
 }
 
 /// libc's `tcache` and `thread_arena` relative to the thread pointer.

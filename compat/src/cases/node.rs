@@ -1,5 +1,7 @@
 //! node running `compat/programs/node_tour.js`: timers, fs on libuv's
-//! thread pool, child processes, a loopback HTTP exchange, zlib and crypto.
+//! thread pool, child processes, a loopback HTTP exchange, zlib and crypto,
+//! and worker threads (an isolate each; per-fiber TLS is what keeps them
+//! apart) passing messages and an `Atomics.wait` ping-pong.
 
 use std::time::Duration;
 
@@ -11,7 +13,7 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 
 pub const CASE: Case = Case {
     name: "node",
-    program: "node: timers, fs, child processes, loopback http, zlib/crypto",
+    program: "node: timers, fs, child processes, loopback http, zlib/crypto, 5 worker_threads (isolates), Atomics.wait",
     quick: true,
     needs: &[Need::command("nodejs", "node")],
     run,
