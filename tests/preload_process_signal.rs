@@ -126,10 +126,23 @@ fn pthread_kill_reaches_the_target_thread() {
 /// ("echo: I/O error", 17,814 of 20,000 lines arrived). The same for a pipe
 /// the child inherits at its own number, fd 3 or above (15,900 to 19,800 of
 /// 20,000 lines arrived; the child gets a blocking description of its own
-/// now). And a forked child that does not exec keeps writing to it.
+/// now). And a forked child that does not exec keeps writing to it. The
+/// same for a close-on-exec pipe the child makes inheritable between fork
+/// and exec (Python's `pass_fds`: multiprocessing's resource tracker met
+/// EAGAIN, took its parent for dead and unlinked its semaphores), and for a
+/// pipe sent to the child over a Unix socket (`SCM_RIGHTS`: multiprocessing's
+/// forkserver read `None` from its request pipe).
 #[test]
 fn a_child_execd_on_a_pipe_loses_no_output() {
-    for how in ["fork", "spawn", "fork-fd", "spawn-fd", "fork-noexec"] {
+    for how in [
+        "fork",
+        "spawn",
+        "fork-fd",
+        "spawn-fd",
+        "fork-noexec",
+        "fork-cloexec",
+        "scm",
+    ] {
         let (_, patched) = differential("proc_exec_pipe", &["20000", how]);
         assert!(patched.stdout.starts_with("lines=20000 "), "{how}: {}", patched.stdout);
     }

@@ -19,6 +19,8 @@
 //! managed fd stays non-blocking underneath and its entry follows its
 //! number, even when the machinery touches it.
 
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
 use libc::{c_int, c_uint, c_ulong, c_void, socklen_t};
 
 use crate::fdtable::{self, Fd, Timeout};
@@ -263,6 +265,9 @@ fn piped(fds: *mut c_int, flags: c_int) -> c_int {
     // SAFETY: fds is the caller's int[2]; the kernel checks it.
     let r = unsafe { pipe2::real(fds, flags | libc::O_NONBLOCK) };
     if r == 0 {
+        if flags & libc::O_NONBLOCK == 0 {
+            PIPES_MADE_NONBLOCKING.store(true, Relaxed);
+        }
         // SAFETY: on success the kernel wrote both entries.
         unsafe { managed_pair(fds, flags & libc::O_NONBLOCK != 0, false) };
     }
@@ -368,15 +373,15 @@ pub(crate) fn hand_back(fd: c_int) {
     }
 }
 
-/// The managed pipes a child process would inherit with `O_NONBLOCK` set
-/// underneath: not close-on-exec, not made non-blocking by the user. A
-/// program exec'd on one would meet `EAGAIN` on a full or empty pipe and
-/// fail or lose data (fds 0–2 never get here: they were handed back).
-fn inheritable_pipes() -> impl Iterator<Item = c_int> {
-    (0..fdtable::high() as c_int).filter(|&fd| {
+/// The managed pipes with `O_NONBLOCK` set underneath that the user did not
+/// make non-blocking, and whether each is close-on-exec. A program exec'd
+/// on one would meet `EAGAIN` on a full or empty pipe and fail or lose
+/// data (fds 0–2 never get here: they were handed back).
+fn nonblocking_pipes() -> impl Iterator<Item = (c_int, bool)> {
+    (0..fdtable::high() as c_int).filter_map(|fd| {
         let f = Fd::of(fd).flags();
         if f & fdtable::MANAGED == 0 || f & (fdtable::SOCKET | fdtable::USER_NONBLOCK) != 0 {
-            return false;
+            return None;
         }
         // SAFETY: F_GETFD only reads the descriptor flags.
         let fdfl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFD) };
@@ -385,8 +390,14 @@ fn inheritable_pipes() -> impl Iterator<Item = c_int> {
         // SAFETY: fstat writes into `st`.
         let fifo =
             unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st) } == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO;
-        fdfl >= 0 && fdfl as c_int & libc::FD_CLOEXEC == 0 && fifo
+        (fdfl >= 0 && fifo).then_some((fd, fdfl as c_int & libc::FD_CLOEXEC != 0))
     })
+}
+
+/// The [`nonblocking_pipes`] a child process would inherit: not
+/// close-on-exec.
+fn inheritable_pipes() -> impl Iterator<Item = c_int> {
+    nonblocking_pipes().filter(|&(_, cloexec)| !cloexec).map(|(fd, _)| fd)
 }
 
 /// A new, blocking open file description of the pipe end `fd`, through
@@ -436,28 +447,127 @@ fn reopen_blocking(fd: c_int) -> Option<c_int> {
     Some(nfd)
 }
 
-/// Puts `from` at `to` (raw `dup3`: no hook, no table update) and closes
-/// `from`.
-fn move_fd(from: c_int, to: c_int) {
+/// Puts `from` at `to` (raw `dup3`: no hook, no table update), close-on-exec
+/// if `cloexec`, and closes `from`.
+fn move_fd(from: c_int, to: c_int, cloexec: bool) {
+    let flags = if cloexec { libc::O_CLOEXEC } else { 0 };
     // SAFETY: both are open fds of this process; `to` is replaced.
     unsafe {
-        libc::syscall(libc::SYS_dup3, from, to, 0);
+        libc::syscall(libc::SYS_dup3, from, to, flags);
         libc::syscall(libc::SYS_close, from);
     }
 }
 
-/// In the child of `fork`: every pipe it would pass on to a program it
-/// execs gets its own blocking description, so the program sees a
-/// blocking pipe; the parent's description (shared until now, non-blocking
-/// underneath) is untouched. From here on the child treats the fd as a
-/// known foreign one (readiness wait, then the call), like stdin.
+/// In the child of `fork`: every managed pipe gets its own blocking
+/// description, so a program it execs sees a blocking pipe; the parent's
+/// description (shared until now, non-blocking underneath) is untouched.
+/// Close-on-exec pipes too: the child may still make one inheritable
+/// before it execs (Python's `subprocess` clears `FD_CLOEXEC` on its
+/// `pass_fds` between fork and exec, as `multiprocessing` does for its
+/// resource tracker's pipe, which then met `EAGAIN` and took the parent for
+/// dead). From here on the child treats the fd as a known foreign one
+/// (readiness wait, then the call), like stdin.
 pub(crate) fn private_pipes_after_fork() {
-    for fd in inheritable_pipes() {
+    for (fd, cloexec) in nonblocking_pipes() {
         if let Some(b) = reopen_blocking(fd) {
-            move_fd(b, fd);
+            move_fd(b, fd, cloexec);
             Fd::of(fd).set_known(false, false, false);
         }
     }
+}
+
+/// Whether this process ever made a pipe non-blocking underneath for the
+/// hub (a `pipe` or `pipe2` without `O_NONBLOCK`): until then no
+/// `sendmsg` can pass one on, and [`blocking_rights`] reads nothing.
+static PIPES_MADE_NONBLOCKING: AtomicBool = AtomicBool::new(false);
+
+/// A `sendmsg`'s message with the pipes it passes (`SCM_RIGHTS`) swapped for
+/// blocking descriptions of the same pipes ([`blocking_rights`]); closes
+/// those when dropped, keeping `errno`.
+pub(crate) struct BlockingRights {
+    msg: libc::msghdr,
+    /// The copy of the control data `msg` points at (8-aligned, as
+    /// `cmsghdr`s are).
+    _control: Vec<u64>,
+    opened: Vec<c_int>,
+}
+
+impl BlockingRights {
+    /// The message to send instead of the caller's.
+    pub(crate) fn msg(&self) -> *const libc::msghdr {
+        &self.msg
+    }
+}
+
+impl Drop for BlockingRights {
+    fn drop(&mut self) {
+        let e = crate::errno::get();
+        for &fd in &self.opened {
+            // SAFETY: our own descriptions, sent (the receiver holds its own
+            // reference) or not.
+            unsafe { libc::syscall(libc::SYS_close, fd) };
+        }
+        crate::errno::set(e);
+    }
+}
+
+/// For `sendmsg` on a Unix socket: a pipe passed to another process with
+/// `SCM_RIGHTS` would take its `O_NONBLOCK` along (a property of the open
+/// file description the receiver shares), and a program there reading it
+/// as the blocking pipe it is would meet `EAGAIN` (Python's forkserver read
+/// `None` from its request pipe). Each managed pipe the caller did not make
+/// non-blocking itself is sent as a new, blocking description of the same
+/// pipe end instead. None when there is nothing to swap, or when the
+/// caller's message cannot be read (the kernel then answers `EFAULT` to the
+/// caller's own). Sockets cannot be reopened so: they go as they are.
+///
+/// # Safety
+/// `msg` is the caller's argument to `sendmsg`, not yet checked by anyone.
+pub(crate) unsafe fn blocking_rights(msg: *const libc::msghdr) -> Option<BlockingRights> {
+    if !PIPES_MADE_NONBLOCKING.load(Relaxed) {
+        return None;
+    }
+    let mut m = crate::user::read(msg).ok()?;
+    let len = m.msg_controllen;
+    if len < std::mem::size_of::<libc::cmsghdr>() || len > 1 << 16 || m.msg_control.is_null() {
+        return None;
+    }
+    let mut control = vec![0u64; len.div_ceil(8)];
+    // SAFETY: `control` holds at least `len` bytes.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(control.as_mut_ptr().cast::<u8>(), len) };
+    crate::user::read_bytes(m.msg_control.cast(), bytes).ok()?;
+    m.msg_control = control.as_mut_ptr().cast();
+    let mut opened = Vec::new();
+    // SAFETY: `m` describes our own copy of the control data, `len` bytes;
+    // the CMSG_* walk stays within it (it checks each header's length
+    // against the end).
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&m);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(c).cast::<c_int>();
+                let n =
+                    ((*c).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize) / std::mem::size_of::<c_int>();
+                for i in 0..n {
+                    let fd = data.add(i).read_unaligned();
+                    let f = Fd::of(fd).flags();
+                    if f & fdtable::MANAGED == 0 || f & (fdtable::SOCKET | fdtable::USER_NONBLOCK) != 0 {
+                        continue;
+                    }
+                    if let Some(b) = reopen_blocking(fd) {
+                        data.add(i).write_unaligned(b);
+                        opened.push(b);
+                    }
+                }
+            }
+            c = libc::CMSG_NXTHDR(&m, c);
+        }
+    }
+    (!opened.is_empty()).then_some(BlockingRights {
+        msg: m,
+        _control: control,
+        opened,
+    })
 }
 
 /// Pipes swapped for blocking ones around a `posix_spawn` (see
@@ -481,7 +591,7 @@ pub(crate) fn blocking_pipes_for_spawn() -> SpawnPipes {
         let saved = saved as c_int;
         match reopen_blocking(fd) {
             Some(b) => {
-                move_fd(b, fd);
+                move_fd(b, fd, false);
                 swapped.push((fd, saved));
             }
             None => {
@@ -499,7 +609,7 @@ impl SpawnPipes {
     pub(crate) fn restore(self) {
         let e = crate::errno::get();
         for (fd, saved) in self.0 {
-            move_fd(saved, fd);
+            move_fd(saved, fd, false);
         }
         crate::errno::set(e);
     }

@@ -251,11 +251,19 @@ hook! {
     }
 
     /// `sendmsg(2)`: continued after a partial send on stream sockets,
-    /// without sending ancillary data twice.
-    #[gate(flags & libc::MSG_DONTWAIT == 0 && !msg.is_null())]
+    /// without sending ancillary data twice; pipes passed with
+    /// `SCM_RIGHTS` go as blocking descriptions
+    /// ([`crate::fd::blocking_rights`]).
+    #[gate(patched() && !msg.is_null())]
     [io] fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
-        // SAFETY: forwarded unchanged.
+        // SAFETY: the caller's message, not yet read by anyone.
+        let rights = unsafe { crate::fd::blocking_rights(msg) };
+        let msg = rights.as_ref().map_or(msg, crate::fd::BlockingRights::msg);
+        // SAFETY: forwarded unchanged, or the same message with other fds.
         let op = move || unsafe { sendmsg::real(fd, msg, flags) };
+        if flags & libc::MSG_DONTWAIT != 0 {
+            return op();
+        }
         let Path::Managed(on) = path(fd) else {
             return op();
         };

@@ -346,6 +346,33 @@ pub(crate) mod user {
         Ok(unsafe { p.read() })
     }
 
+    /// Copies `dst.len()` bytes from `p` into `dst`; `Err(EFAULT)` where
+    /// the kernel would say so (as [`read`]).
+    pub(crate) fn read_bytes(p: *const u8, dst: &mut [u8]) -> Result<(), i32> {
+        if p.is_null() {
+            return Err(libc::EFAULT);
+        }
+        #[cfg(target_os = "linux")]
+        if !on_live_stack(p as usize, dst.len()) {
+            let local = libc::iovec {
+                iov_base: dst.as_mut_ptr().cast(),
+                iov_len: dst.len(),
+            };
+            let remote = libc::iovec {
+                iov_base: p as *mut libc::c_void,
+                iov_len: dst.len(),
+            };
+            match copy(&local, &remote, false) {
+                Some(true) => return Ok(()),
+                Some(false) => return Err(libc::EFAULT),
+                None => {}
+            }
+        }
+        // SAFETY: the caller's pointer, non-null; no way to check it here.
+        unsafe { std::ptr::copy_nonoverlapping(p, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
     /// Stores `v` at `p`; `Err(EFAULT)` where the kernel would say so.
     pub(crate) fn write<T: Copy>(p: *mut T, v: T) -> Result<(), i32> {
         if p.is_null() {

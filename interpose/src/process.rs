@@ -52,7 +52,8 @@
 //!   `posix_spawn` and `exec*` pass through (glibc's `posix_spawn` blocks the
 //!   calling thread only until the child has exec'd), except that a managed
 //!   pipe the child inherits is given to it blocking: after `fork` in the
-//!   child, around `posix_spawn` in the parent (see
+//!   child (every managed pipe: the child may make a close-on-exec one
+//!   inheritable before it execs), around `posix_spawn` in the parent (see
 //!   [`crate::fd::private_pipes_after_fork`]).
 
 use std::time::Duration;

@@ -5,20 +5,29 @@
  * underneath, and a child that inherited that as its stdout would see EAGAIN
  * from its own writes and lose output. Nothing may be lost.
  *
- * usage: proc_exec_pipe [LINES] [fork|spawn|fork-fd|spawn-fd|fork-noexec]
+ * usage: proc_exec_pipe [LINES] [fork|spawn|fork-fd|spawn-fd|fork-noexec|
+ *                                  fork-cloexec|scm]
  *        (default 20000 lines, about 250 KB; fork: fork + dup2 + execlp,
  *        spawn: posix_spawnp with a dup2 action; the -fd forms leave the
  *        pipe where pipe() put it, fd 3 or above, and the child writes
  *        there: an inherited fd that is not stdin, stdout or stderr;
  *        fork-noexec: the forked child writes the lines itself with write(),
- *        beside a second thread, and never execs)
+ *        beside a second thread, and never execs; fork-cloexec: fork-fd
+ *        with a pipe made close-on-exec (pipe2), which the child makes
+ *        inheritable between fork and exec, as Python's subprocess does
+ *        with pass_fds; scm: the child, forked before the pipe exists,
+ *        is sent its write end over a Unix socket (SCM_RIGHTS) and execs
+ *        the shell on the fd it received)
  * stdout: "lines=<n> last=<last line>" and the child's exit status.
  */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,21 +56,82 @@ static void write_lines(int fd, long lines)
     pthread_join(t, NULL);
 }
 
-int main(int argc, char **argv)
+/* The shell's script: LINES lines to stdout, or to fd `fd` if >= 0. */
+static void make_script(char *script, size_t size, const char *lines, int fd)
 {
-    const char *lines = argc > 1 ? argv[1] : "20000";
+    char redirect[24] = "";
+    if (fd >= 0)
+        snprintf(redirect, sizeof redirect, "exec >&%d; ", fd);
+    snprintf(script, size, "%si=1; while [ $i -le %s ]; do echo line $i; i=$((i+1)); done", redirect, lines);
+}
+
+static int drain(int fd, pid_t pid);
+
+/* The scm mode: the child exists before the pipe and gets its write end
+ * over a Unix socket. */
+static int scm(const char *lines)
+{
+    int s[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) != 0) {
+        perror("socketpair");
+        return 1;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(s[0]);
+        char byte, ctl[CMSG_SPACE(sizeof(int))];
+        struct iovec iov = { &byte, 1 };
+        struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl };
+        if (recvmsg(s[1], &m, 0) != 1 || !CMSG_FIRSTHDR(&m)) {
+            perror("recvmsg");
+            _exit(1);
+        }
+        int fd;
+        memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof fd);
+        char script[160];
+        make_script(script, sizeof script, lines, fd);
+        execlp("sh", "sh", "-c", script, (char *)NULL);
+        _exit(127);
+    }
+    close(s[1]);
     int p[2];
     if (pipe(p) != 0) {
         perror("pipe");
         return 1;
     }
+    char byte = 'x', ctl[CMSG_SPACE(sizeof(int))];
+    memset(ctl, 0, sizeof ctl);
+    struct iovec iov = { &byte, 1 };
+    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl };
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &p[1], sizeof(int));
+    if (sendmsg(s[0], &m, 0) != 1) {
+        perror("sendmsg");
+        return 1;
+    }
+    close(p[1]);
+    close(s[0]);
+    return drain(p[0], pid);
+}
+
+int main(int argc, char **argv)
+{
+    const char *lines = argc > 1 ? argv[1] : "20000";
     const char *how = argc > 2 ? argv[2] : "fork";
-    int at_fd = !strcmp(how, "fork-fd") || !strcmp(how, "spawn-fd");
-    char script[160], redirect[16] = "";
-    if (at_fd)
-        snprintf(redirect, sizeof redirect, "exec >&%d; ", p[1]);
-    snprintf(script, sizeof script, "%si=1; while [ $i -le %s ]; do echo line $i; i=$((i+1)); done", redirect,
-             lines);
+    if (!strcmp(how, "scm"))
+        return scm(lines);
+    int cloexec = !strcmp(how, "fork-cloexec");
+    int p[2];
+    if (pipe2(p, cloexec ? O_CLOEXEC : 0) != 0) {
+        perror("pipe");
+        return 1;
+    }
+    int at_fd = !strcmp(how, "fork-fd") || !strcmp(how, "spawn-fd") || cloexec;
+    char script[160];
+    make_script(script, sizeof script, lines, at_fd ? p[1] : -1);
     pid_t pid;
     if (!strcmp(how, "spawn") || !strcmp(how, "spawn-fd")) {
         extern char **environ;
@@ -93,16 +163,25 @@ int main(int argc, char **argv)
                 dup2(p[1], STDOUT_FILENO);
                 close(p[1]);
             }
+            if (cloexec)
+                fcntl(p[1], F_SETFD, 0);
             execlp("sh", "sh", "-c", script, (char *)NULL);
             _exit(127);
         }
     }
     close(p[1]);
+    return drain(p[0], pid);
+}
+
+/* Reads the child's lines from `fd` slowly (the pipe fills up), then
+ * reaps it and prints what arrived. */
+static int drain(int fd, pid_t pid)
+{
     char buf[512], last[64] = "";
     long n = 0, len = 0;
     char cur[64];
     ssize_t r;
-    while ((r = read(p[0], buf, sizeof buf)) > 0) {
+    while ((r = read(fd, buf, sizeof buf)) > 0) {
         for (ssize_t i = 0; i < r; i++) {
             if (buf[i] == '\n') {
                 cur[len] = 0;
