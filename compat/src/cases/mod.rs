@@ -10,7 +10,7 @@ mod nginx;
 mod node;
 mod postgres;
 mod python_http;
-mod python_sync;
+mod python_scripts;
 mod redis;
 mod workers;
 
@@ -130,7 +130,8 @@ pub fn all() -> Vec<Case> {
     cases.push(mariadb::CASE);
     cases.push(nginx::CASE);
     cases.extend(alloc::CASES);
-    cases.extend([node::CASE, python_http::CASE, python_sync::CASE]);
+    cases.extend([node::CASE, python_http::CASE]);
+    cases.extend(python_scripts::CASES);
     cases.extend(workers::CASES);
     cases.extend(cancel::CASES);
     cases

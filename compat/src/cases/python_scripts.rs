@@ -1,0 +1,58 @@
+//! python3 running scripts of the suite that check their own guarantees
+//! and print a line per step, the same whatever the interleaving:
+//! - `compat/programs/python_sync.py`: `ThreadPoolExecutor`,
+//!   `queue.Queue`, `Barrier`, `BoundedSemaphore`, `Condition`, timed
+//!   waits on `Lock`, `Event` and `join`, and `threading.local`. CPython's
+//!   locks are POSIX semaphores (a timed acquire is `sem_clockwait`), so
+//!   every wait there is a semaphore wait: a park on the hub under
+//!   greenhook.
+//! - `compat/programs/python_processes.py`: `multiprocessing` under the
+//!   fork, spawn and forkserver start methods (pools, a shared lock and
+//!   value, queues; pipes passed by inheritance and over a Unix socket,
+//!   named semaphores), `ProcessPoolExecutor`, asyncio with an executor and
+//!   a subprocess, a signal from a thread, `subprocess.run`.
+
+use std::time::Duration;
+
+use super::{arg, Case, Ctx, Mode, Side};
+use crate::apt::{self, Need};
+use crate::proc;
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+pub const CASES: [Case; 2] = [
+    Case {
+        name: "python-sync",
+        program: "python3 threading: pool, queue, barrier, semaphore, condition, timed waits, locals",
+        quick: true,
+        needs: &[Need::command("python3", "python3")],
+        run: |ctx, mode| script(ctx, mode, "python-sync", "programs/python_sync.py"),
+    },
+    Case {
+        name: "python-processes",
+        program: "python3 multiprocessing (fork, spawn, forkserver), ProcessPoolExecutor, asyncio subprocess, signals",
+        quick: true,
+        needs: &[Need::command("python3", "python3")],
+        run: |ctx, mode| script(ctx, mode, "python-processes", "programs/python_processes.py"),
+    },
+];
+
+fn script(ctx: &Ctx, mode: Mode, label: &str, file: &str) -> Side {
+    let dir = match ctx.dir(label, mode) {
+        Ok(dir) => dir,
+        Err(side) => return side,
+    };
+    let mut cmd = ctx.command(mode, &[], apt::python3());
+    cmd.arg(arg(&ctx.file(file))).current_dir(&dir);
+    match proc::run(&mut cmd, &dir, TIMEOUT) {
+        Ok(ran) => {
+            let brief = format!(
+                "exit 0; {}; {:.1} s",
+                ran.stdout.lines().last().unwrap_or_default(),
+                ran.elapsed.as_secs_f64()
+            );
+            Side::from_ran(&ran, brief)
+        }
+        Err(e) => Side::broken(e.to_string()),
+    }
+}
