@@ -348,6 +348,7 @@ pub(crate) mod user {
 
     /// Copies `dst.len()` bytes from `p` into `dst`; `Err(EFAULT)` where
     /// the kernel would say so (as [`read`]).
+    #[cfg(greenhook_linux_hooks)]
     pub(crate) fn read_bytes(p: *const u8, dst: &mut [u8]) -> Result<(), i32> {
         if p.is_null() {
             return Err(libc::EFAULT);
