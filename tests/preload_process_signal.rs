@@ -131,7 +131,9 @@ fn pthread_kill_reaches_the_target_thread() {
 /// and exec (Python's `pass_fds`: multiprocessing's resource tracker met
 /// EAGAIN, took its parent for dead and unlinked its semaphores), and for a
 /// pipe sent to the child over a Unix socket (`SCM_RIGHTS`: multiprocessing's
-/// forkserver read `None` from its request pipe).
+/// forkserver read `None` from its request pipe). And for a socket either
+/// way (a duplex `multiprocessing.Pipe()` under spawn: `BlockingIOError`),
+/// which greenhook in the exec'd child recognises by its mark.
 #[test]
 fn a_child_execd_on_a_pipe_loses_no_output() {
     for how in [
@@ -142,6 +144,8 @@ fn a_child_execd_on_a_pipe_loses_no_output() {
         "fork-noexec",
         "fork-cloexec",
         "scm",
+        "fork-cloexec-socket",
+        "scm-socket",
     ] {
         let (_, patched) = differential("proc_exec_pipe", &["20000", how]);
         assert!(patched.stdout.starts_with("lines=20000 "), "{how}: {}", patched.stdout);

@@ -1,11 +1,13 @@
 """Python's multiprocessing under each start method, and its neighbours.
 
 For fork, spawn and forkserver: a Pool of 4 mapping over 1,000 numbers, 4
-processes sharing a Lock and a Value through a Queue, then a
+processes sharing a Lock and a Value through a Queue, a duplex Pipe (a
+socketpair) to a child that waits for its message, then a
 ProcessPoolExecutor; asyncio with an executor and a subprocess; a signal
 sent from a thread; subprocess.run with input. spawn and forkserver pass
-pipes to other processes by inheritance (pass_fds, the resource tracker)
-and over a Unix socket (the forkserver's requests), and their semaphores
+pipes and sockets to other processes by inheritance (pass_fds, the
+resource tracker) and over a Unix socket (the forkserver's requests;
+Connection objects), and their semaphores
 are named POSIX semaphores (sem_open) shared across processes. Prints one
 deterministic line per step; exits 1 on a broken guarantee.
 """
@@ -32,6 +34,10 @@ def bump(q, lock, counter):
     q.put(os.getpid())
 
 
+def double(conn):
+    conn.send(conn.recv() * 2)
+
+
 def check(step, ok, detail=""):
     if not ok:
         print(f"{step}: FAILED {detail}", flush=True)
@@ -50,10 +56,20 @@ def start_methods():
         pids = {q.get(timeout=60) for _ in procs}
         for p in procs:
             p.join()
-        codes = [p.exitcode for p in procs]
-        check(method, total == 332833500 and counter.value == 800 and len(pids) == 4 and codes == [0] * 4,
-              f"sum {total}, counter {counter.value}, {len(pids)} pids, exit codes {codes}")
-        print(f"{method}: pool sum {total}; 4 processes counted to {counter.value} under one lock; exit codes 0")
+        # A duplex Pipe (a socketpair): the child waits for the first message.
+        mine, theirs = ctx.Pipe()
+        p = ctx.Process(target=double, args=(theirs,))
+        p.start()
+        time.sleep(0.2)
+        mine.send(21)
+        doubled = mine.recv()
+        p.join()
+        codes = [p.exitcode for p in procs + [p]]
+        check(method, total == 332833500 and counter.value == 800 and len(pids) == 4 and doubled == 42
+              and codes == [0] * 5,
+              f"sum {total}, counter {counter.value}, {len(pids)} pids, pipe {doubled}, exit codes {codes}")
+        print(f"{method}: pool sum {total}; 4 processes counted to {counter.value} under one lock; "
+              f"a duplex pipe answered {doubled}; exit codes 0")
 
 
 def executor():

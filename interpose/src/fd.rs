@@ -19,8 +19,6 @@
 //! managed fd stays non-blocking underneath and its entry follows its
 //! number, even when the machinery touches it.
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-
 use libc::{c_int, c_uint, c_ulong, c_void, socklen_t};
 
 use crate::fdtable::{self, Fd, Timeout};
@@ -171,6 +169,9 @@ hook! {
             // SAFETY: the kernel just read this int successfully.
             let on = unsafe { *(arg as *const c_int) } != 0;
             fd.set_user_nonblock(on);
+            if on && f & fdtable::SOCKET != 0 {
+                unmark(fd.raw());
+            }
             if !on && f & fdtable::MANAGED != 0 {
                 let one: c_int = 1;
                 // SAFETY: a valid int for FIONBIO; keeps the fd non-blocking underneath.
@@ -265,9 +266,6 @@ fn piped(fds: *mut c_int, flags: c_int) -> c_int {
     // SAFETY: fds is the caller's int[2]; the kernel checks it.
     let r = unsafe { pipe2::real(fds, flags | libc::O_NONBLOCK) };
     if r == 0 {
-        if flags & libc::O_NONBLOCK == 0 {
-            PIPES_MADE_NONBLOCKING.store(true, Relaxed);
-        }
         // SAFETY: on success the kernel wrote both entries.
         unsafe { managed_pair(fds, flags & libc::O_NONBLOCK != 0, false) };
     }
@@ -312,7 +310,7 @@ fn fcntl_on(fd: c_int, cmd: c_int, arg: usize) -> c_int {
             // SAFETY: F_GETFL takes no argument.
             let r = unsafe { fcntl::real(fd, cmd, 0) };
             if r >= 0 && view.flags() & fdtable::USER_NONBLOCK == 0 {
-                r & !libc::O_NONBLOCK
+                r & !(libc::O_NONBLOCK | if view.flags() & fdtable::SOCKET != 0 { MARK } else { 0 })
             } else {
                 r
             }
@@ -328,8 +326,16 @@ fn fcntl_on(fd: c_int, cmd: c_int, arg: usize) -> c_int {
         }
         libc::F_SETFL if managed => {
             let user_nb = arg as c_int & libc::O_NONBLOCK != 0;
+            // Our O_NONBLOCK, and on a socket our mark with it; the user's
+            // own O_NONBLOCK goes without the mark.
+            let ours = libc::O_NONBLOCK
+                | if !user_nb && view.flags() & fdtable::SOCKET != 0 {
+                    MARK
+                } else {
+                    0
+                };
             // SAFETY: F_SETFL takes an int; we keep O_NONBLOCK set underneath.
-            let r = unsafe { fcntl::real(fd, cmd, arg | libc::O_NONBLOCK as usize) };
+            let r = unsafe { fcntl::real(fd, cmd, arg | ours as usize) };
             if r == 0 {
                 view.set_user_nonblock(user_nb);
             }
@@ -367,8 +373,9 @@ pub(crate) fn hand_back(fd: c_int) {
     // SAFETY: status flags of an open fd we manage.
     let st = unsafe { fcntl::real(fd.raw(), libc::F_GETFL, 0) };
     if st >= 0 {
-        // SAFETY: as above; clears only O_NONBLOCK.
-        unsafe { fcntl::real(fd.raw(), libc::F_SETFL, (st & !libc::O_NONBLOCK) as usize) };
+        let ours = libc::O_NONBLOCK | if fd.flags() & fdtable::SOCKET != 0 { MARK } else { 0 };
+        // SAFETY: as above; clears only O_NONBLOCK (and our mark).
+        unsafe { fcntl::real(fd.raw(), libc::F_SETFL, (st & !ours) as usize) };
         fd.unmanage();
     }
 }
@@ -476,10 +483,57 @@ pub(crate) fn private_pipes_after_fork() {
     }
 }
 
-/// Whether this process ever made a pipe non-blocking underneath for the
-/// hub (a `pipe` or `pipe2` without `O_NONBLOCK`): until then no
-/// `sendmsg` can pass one on, and [`blocking_rights`] reads nothing.
-static PIPES_MADE_NONBLOCKING: AtomicBool = AtomicBool::new(false);
+/// greenhook's mark on a socket's open file description: `O_APPEND`, which
+/// means nothing to a socket, set beside the `O_NONBLOCK` greenhook added,
+/// where the description may reach another process (a fork child, a
+/// `sendmsg` with `SCM_RIGHTS`). The description's flags are all another
+/// process can see, and `O_NONBLOCK` alone could be the program's; with the
+/// mark, greenhook in the receiving process (an exec'd child inherits the
+/// preload) takes the socket as a managed one, blocking for the program
+/// (see `fdwait::examine`). A socket cannot be given a blocking description
+/// of its own as a pipe can. `F_GETFL` hides the mark as it hides
+/// `O_NONBLOCK`; the program's own `O_NONBLOCK` removes it.
+pub(crate) const MARK: c_int = libc::O_APPEND;
+
+/// Sets [`MARK`] on the description of `fd`, a managed socket the user did
+/// not make non-blocking.
+fn mark(fd: c_int) {
+    // SAFETY: F_GETFL only reads the status flags.
+    let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) };
+    if fl >= 0 && fl as c_int & MARK == 0 {
+        // SAFETY: adds a flag that does nothing on a socket.
+        unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_SETFL, fl as c_int | MARK) };
+    }
+}
+
+/// Clears [`MARK`] from the description of `fd` (the user made it
+/// non-blocking: a receiver must see it so).
+fn unmark(fd: c_int) {
+    // SAFETY: F_GETFL only reads the status flags.
+    let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) };
+    if fl >= 0 && fl as c_int & MARK != 0 {
+        // SAFETY: removes only our mark.
+        unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_SETFL, fl as c_int & !MARK) };
+    }
+}
+
+/// Whether `fd` is a managed socket the user did not make non-blocking.
+fn greenhooks_socket(fd: c_int) -> bool {
+    let f = Fd::of(fd).flags();
+    f & (fdtable::MANAGED | fdtable::SOCKET) == fdtable::MANAGED | fdtable::SOCKET && f & fdtable::USER_NONBLOCK == 0
+}
+
+/// In the child of `fork`: every managed socket is marked ([`MARK`]), for
+/// a program the child may exec with it. (The description is shared: the
+/// parent's is marked too, which it hides as well.)
+pub(crate) fn mark_sockets_after_fork() {
+    if !fdtable::made_nonblocking() {
+        return;
+    }
+    for fd in (0..fdtable::high() as c_int).filter(|&fd| greenhooks_socket(fd)) {
+        mark(fd);
+    }
+}
 
 /// A `sendmsg`'s message with the pipes it passes (`SCM_RIGHTS`) swapped for
 /// blocking descriptions of the same pipes ([`blocking_rights`]); closes
@@ -519,12 +573,13 @@ impl Drop for BlockingRights {
 /// non-blocking itself is sent as a new, blocking description of the same
 /// pipe end instead. None when there is nothing to swap, or when the
 /// caller's message cannot be read (the kernel then answers `EFAULT` to the
-/// caller's own). Sockets cannot be reopened so: they go as they are.
+/// caller's own). A socket cannot be reopened so: it goes marked instead
+/// ([`MARK`]).
 ///
 /// # Safety
 /// `msg` is the caller's argument to `sendmsg`, not yet checked by anyone.
 pub(crate) unsafe fn blocking_rights(msg: *const libc::msghdr) -> Option<BlockingRights> {
-    if !PIPES_MADE_NONBLOCKING.load(Relaxed) {
+    if !fdtable::made_nonblocking() {
         return None;
     }
     let mut m = crate::user::read(msg).ok()?;
@@ -550,6 +605,10 @@ pub(crate) unsafe fn blocking_rights(msg: *const libc::msghdr) -> Option<Blockin
                     ((*c).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize) / std::mem::size_of::<c_int>();
                 for i in 0..n {
                     let fd = data.add(i).read_unaligned();
+                    if greenhooks_socket(fd) {
+                        mark(fd);
+                        continue;
+                    }
                     let f = Fd::of(fd).flags();
                     if f & fdtable::MANAGED == 0 || f & (fdtable::SOCKET | fdtable::USER_NONBLOCK) != 0 {
                         continue;

@@ -267,8 +267,22 @@ impl Fd {
     }
 }
 
+/// Whether any fd was ever made managed here without the user's
+/// `O_NONBLOCK` (non-blocking underneath for the hub alone): until then
+/// nothing of ours can leak to another process, and the scans that guard
+/// against that (after `fork`, in `sendmsg`) have nothing to do.
+static MADE_NONBLOCKING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// See [`MADE_NONBLOCKING`].
+pub fn made_nonblocking() -> bool {
+    MADE_NONBLOCKING.load(Ordering::Relaxed)
+}
+
 /// Records a freshly created managed fd.
 pub fn set_managed(fd: i32, user_nonblock: bool, socket: bool) {
+    if !user_nonblock {
+        MADE_NONBLOCKING.store(true, Ordering::Relaxed);
+    }
     if let Some(e) = entry_or_create(fd) {
         e.start(MANAGED | if user_nonblock { USER_NONBLOCK } else { 0 } | if socket { SOCKET } else { 0 });
         e.rcvtimeo.store(0, Ordering::Relaxed);

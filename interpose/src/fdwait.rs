@@ -79,6 +79,10 @@ pub(crate) fn path(fd: c_int) -> Path {
     }
     let fd = known(fd);
     let f = fd.flags();
+    if f & fdtable::MANAGED != 0 {
+        // A socket another greenhook made non-blocking (`examine`).
+        return Path::Managed(fd);
+    }
     if f & fdtable::KNOWN == 0 || f & fdtable::USER_NONBLOCK != 0 {
         Path::Pass
     } else if f & fdtable::FILE != 0 {
@@ -86,6 +90,55 @@ pub(crate) fn path(fd: c_int) -> Path {
     } else {
         Path::Polled(fd)
     }
+}
+
+/// The real call on an fd no wait applies to ([`Path::Pass`]). But a
+/// foreign fd that meets `EAGAIN` (or a short write) outside a cooperative
+/// context may be a socket greenhook made non-blocking in the process it
+/// came from, which the program here knows as blocking (see `fd::MARK`):
+/// looked at once ([`examine`]), and if so taken as managed and waited for
+/// as the blocking call would.
+pub(crate) fn pass(fd: c_int, interest: Interest, op: impl FnMut() -> ssize_t + Copy) -> ssize_t {
+    let r = { op }();
+    if r < 0 && errno::get() == libc::EAGAIN && adopted(fd) {
+        return once(Fd::of(fd), interest, op);
+    }
+    r
+}
+
+/// [`pass`] for a write of `n` bytes (`from(done, len)` writes `len` bytes
+/// from offset `done`).
+pub(crate) fn pass_all(fd: c_int, n: usize, mut from: impl FnMut(usize, usize) -> ssize_t) -> ssize_t {
+    let r = from(0, n);
+    let short = if r < 0 {
+        errno::get() == libc::EAGAIN
+    } else {
+        (r as usize) < n
+    };
+    if !short || !adopted(fd) {
+        return r;
+    }
+    let done = r.max(0) as usize;
+    let rest = all(Fd::of(fd), || n - done, |d| from(done + d, n - done - d));
+    match rest {
+        r if r >= 0 => (done + r as usize) as ssize_t,
+        r if done == 0 => r,
+        _ => done as ssize_t,
+    }
+}
+
+/// Whether the foreign fd `fd`, never examined, turns out to be a socket
+/// another greenhook made non-blocking: then it is managed from now on.
+#[cold]
+fn adopted(fd: c_int) -> bool {
+    let view = Fd::of(fd);
+    if !crate::gate::on() || view.flags() & (fdtable::MANAGED | fdtable::KNOWN) != 0 {
+        return false;
+    }
+    let e = errno::get();
+    let managed = examine(view).flags() & fdtable::MANAGED != 0;
+    errno::set(e);
+    managed
 }
 
 /// First cooperative use of a foreign fd: is it non-blocking? (Kept up to
@@ -100,7 +153,17 @@ fn examine(fd: Fd) -> Fd {
     // SAFETY: an all-zero stat is a valid out buffer.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fstat writes into `st`.
-    let regular = unsafe { libc::fstat(fd.raw(), &mut st) } == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG;
+    let stated = unsafe { libc::fstat(fd.raw(), &mut st) } == 0;
+    let kind = st.st_mode & libc::S_IFMT;
+    let ours = libc::O_NONBLOCK | crate::fd::MARK;
+    if stated && kind == libc::S_IFSOCK && fl & ours == ours {
+        // Made non-blocking by greenhook in the process it came from (see
+        // `fd::MARK`): the program here knows it as the blocking socket it
+        // was created as.
+        fdtable::set_managed(fd.raw(), false, true);
+        return Fd::of(fd.raw());
+    }
+    let regular = stated && kind == libc::S_IFREG;
     fd.set_known(fl & libc::O_NONBLOCK != 0, regular, fl & libc::O_DIRECT != 0)
 }
 

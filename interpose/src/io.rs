@@ -22,7 +22,7 @@ use libc::{c_int, c_uint, c_void, iovec, mmsghdr, msghdr, size_t, sockaddr, sock
 use crate::errno;
 use crate::fdtable::{self, Fd};
 use crate::fdwait::{
-    all, deadline, once, path, polled, polled_all, ready_now, wait, wait_until_ready, would_block, Path,
+    all, deadline, once, pass, pass_all, path, polled, polled_all, ready_now, wait, wait_until_ready, would_block, Path,
 };
 use crate::gate::patched;
 use crate::hook::hook;
@@ -70,7 +70,7 @@ hook! {
         // SAFETY: forwarded unchanged, possibly several times.
         let op = move || unsafe { read::real(fd, buf, n) };
         match path(fd) {
-            Path::Pass => op(),
+            Path::Pass => pass(fd, Interest::Readable, op),
             Path::Managed(fd) => once(fd, Interest::Readable, op),
             Path::Polled(fd) => polled(fd, Interest::Readable, op),
             // SAFETY: the caller's buffer of n bytes.
@@ -87,7 +87,8 @@ hook! {
             move |done: usize, len: usize| unsafe { write::real(fd, buf.cast::<u8>().add(done).cast(), len) };
         match path(fd) {
             Path::File(f) if f.is_direct() => crate::file::write_one_direct(fd, buf, n, -1),
-            Path::Pass | Path::File(_) => from(0, n),
+            Path::Pass => pass_all(fd, n, from),
+            Path::File(_) => from(0, n),
             Path::Managed(fd) => all(fd, || n, |done| from(done, n - done)),
             Path::Polled(fd) => polled_all(fd, n, from),
         }
@@ -98,7 +99,7 @@ hook! {
         // SAFETY: forwarded unchanged, possibly several times.
         let op = move || unsafe { readv::real(fd, iov, cnt) };
         match path(fd) {
-            Path::Pass => op(),
+            Path::Pass => pass(fd, Interest::Readable, op),
             Path::Managed(fd) => once(fd, Interest::Readable, op),
             Path::Polled(fd) => polled(fd, Interest::Readable, op),
             // SAFETY: the caller's iovecs.
@@ -136,7 +137,8 @@ hook! {
         // SAFETY: forwarded unchanged, possibly several times.
         let op = move || unsafe { recv::real(fd, buf, n, flags) };
         match path(fd) {
-            Path::Pass | Path::File(_) => op(),
+            Path::Pass => pass(fd, Interest::Readable, op),
+            Path::File(_) => op(),
             Path::Polled(fd) => polled(fd, Interest::Readable, op),
             Path::Managed(fd) if flags & libc::MSG_WAITALL != 0 && n > 0 => recv_all(fd, buf, n, flags),
             Path::Managed(fd) => once(fd, Interest::Readable, op),
@@ -156,7 +158,8 @@ hook! {
         // SAFETY: forwarded unchanged, possibly several times.
         let op = move || unsafe { recvfrom::real(fd, buf, n, flags, addr, len) };
         match path(fd) {
-            Path::Pass | Path::File(_) => op(),
+            Path::Pass => pass(fd, Interest::Readable, op),
+            Path::File(_) => op(),
             Path::Polled(fd) => polled(fd, Interest::Readable, op),
             Path::Managed(fd) if flags & libc::MSG_WAITALL != 0 && addr.is_null() && n > 0 => {
                 recv_all(fd, buf, n, flags)
@@ -171,7 +174,8 @@ hook! {
         // SAFETY: forwarded unchanged, possibly several times.
         let op = move || unsafe { recvmsg::real(fd, msg, flags) };
         match path(fd) {
-            Path::Pass | Path::File(_) => op(),
+            Path::Pass => pass(fd, Interest::Readable, op),
+            Path::File(_) => op(),
             Path::Polled(fd) => polled(fd, Interest::Readable, op),
             Path::Managed(fd) => once(fd, Interest::Readable, op),
         }
@@ -223,7 +227,8 @@ hook! {
             send::real(fd, buf.cast::<u8>().add(done).cast(), len, flags)
         };
         match path(fd) {
-            Path::Pass | Path::File(_) => from(0, n),
+            Path::Pass => pass_all(fd, n, from),
+            Path::File(_) => from(0, n),
             Path::Polled(fd) => polled_all(fd, n, from),
             Path::Managed(fd) => all(fd, || n, |done| from(done, n - done)),
         }

@@ -174,6 +174,7 @@ fn forked() -> pid_t {
             crate::preempt::after_fork_child();
         }
         crate::fd::private_pipes_after_fork();
+        crate::fd::mark_sockets_after_fork();
         crate::sync::after_fork_child();
         errno::set(e);
     }

@@ -6,7 +6,8 @@
  * from its own writes and lose output. Nothing may be lost.
  *
  * usage: proc_exec_pipe [LINES] [fork|spawn|fork-fd|spawn-fd|fork-noexec|
- *                                  fork-cloexec|scm]
+ *                                  fork-cloexec|scm|fork-cloexec-socket|
+ *                                  scm-socket]
  *        (default 20000 lines, about 250 KB; fork: fork + dup2 + execlp,
  *        spawn: posix_spawnp with a dup2 action; the -fd forms leave the
  *        pipe where pipe() put it, fd 3 or above, and the child writes
@@ -17,7 +18,10 @@
  *        inheritable between fork and exec, as Python's subprocess does
  *        with pass_fds; scm: the child, forked before the pipe exists,
  *        is sent its write end over a Unix socket (SCM_RIGHTS) and execs
- *        the shell on the fd it received)
+ *        the shell on the fd it received; fork-cloexec-socket and
+ *        scm-socket: the same with a socketpair in place of the pipe, which
+ *        cannot be given a description of its own: greenhook in the exec'd
+ *        shell recognises it by its mark)
  * stdout: "lines=<n> last=<last line>" and the child's exit status.
  */
 #define _GNU_SOURCE
@@ -69,7 +73,15 @@ static int drain(int fd, pid_t pid);
 
 /* The scm mode: the child exists before the pipe and gets its write end
  * over a Unix socket. */
-static int scm(const char *lines)
+/* A pipe, or with `socket` a connected pair of Unix stream sockets. */
+static int channel(int p[2], int socket, int flags)
+{
+    if (socket)
+        return socketpair(AF_UNIX, SOCK_STREAM | (flags & O_CLOEXEC ? SOCK_CLOEXEC : 0), 0, p);
+    return pipe2(p, flags);
+}
+
+static int scm(const char *lines, int socket)
 {
     int s[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) != 0) {
@@ -95,7 +107,7 @@ static int scm(const char *lines)
     }
     close(s[1]);
     int p[2];
-    if (pipe(p) != 0) {
+    if (channel(p, socket, 0) != 0) {
         perror("pipe");
         return 1;
     }
@@ -121,11 +133,12 @@ int main(int argc, char **argv)
 {
     const char *lines = argc > 1 ? argv[1] : "20000";
     const char *how = argc > 2 ? argv[2] : "fork";
-    if (!strcmp(how, "scm"))
-        return scm(lines);
-    int cloexec = !strcmp(how, "fork-cloexec");
+    if (!strncmp(how, "scm", 3))
+        return scm(lines, !strcmp(how, "scm-socket"));
+    int socket = !strcmp(how, "fork-cloexec-socket");
+    int cloexec = !strncmp(how, "fork-cloexec", 12);
     int p[2];
-    if (pipe2(p, cloexec ? O_CLOEXEC : 0) != 0) {
+    if (channel(p, socket, cloexec ? O_CLOEXEC : 0) != 0) {
         perror("pipe");
         return 1;
     }
