@@ -306,13 +306,11 @@ impl Db<'_> {
 
     /// Runs `cmd` (its output in a subdirectory named `label`).
     fn run(&self, label: &str, cmd: &mut Command, timeout: Duration) -> io::Result<Ran> {
-        proc::run(cmd, &self.subdir(label)?, timeout)
+        super::run_step(&self.dir, label, cmd, timeout)
     }
 
     fn subdir(&self, label: &str) -> io::Result<PathBuf> {
-        let dir = self.dir.join(label);
-        std::fs::create_dir_all(&dir)?;
-        Ok(dir)
+        super::step_dir(&self.dir, label)
     }
 }
 

@@ -92,6 +92,18 @@ pub fn log_of(ran: &Ran) -> String {
     )
 }
 
+/// `dir/label`, made if missing: where one step of a case keeps its output.
+pub fn step_dir(dir: &Path, label: &str) -> std::io::Result<PathBuf> {
+    let dir = dir.join(label);
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// Runs `cmd` with its output in `dir/label` ([`step_dir`]).
+pub fn run_step(dir: &Path, label: &str, cmd: &mut Command, timeout: Duration) -> std::io::Result<Ran> {
+    proc::run(cmd, &step_dir(dir, label)?, timeout)
+}
+
 /// A client's status, or that it did not run.
 pub fn status_of(ran: &std::io::Result<Ran>) -> String {
     match ran {

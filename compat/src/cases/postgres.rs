@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use super::{arg, brief_of, log_of, status_of, Case, Ctx, Mode, Side};
 use crate::apt::{find_versioned, Need};
-use crate::proc::{self, Ran, Server};
+use crate::proc::{Ran, Server};
 
 /// Debian's versioned installation directories: `<major>/bin/postgres`.
 const PARENT: &str = "/usr/lib/postgresql";
@@ -365,13 +365,11 @@ impl<'a> Pg<'a> {
 
     /// Runs `cmd` (its output in a subdirectory named `label`).
     fn run(&self, label: &str, cmd: &mut Command, timeout: Duration) -> io::Result<Ran> {
-        proc::run(cmd, &self.subdir(label)?, timeout)
+        super::run_step(&self.dir, label, cmd, timeout)
     }
 
     fn subdir(&self, label: &str) -> io::Result<PathBuf> {
-        let dir = self.dir.join(label);
-        std::fs::create_dir_all(&dir)?;
-        Ok(dir)
+        super::step_dir(&self.dir, label)
     }
 }
 
