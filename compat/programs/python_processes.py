@@ -35,7 +35,9 @@ def bump(q, lock, counter):
 
 
 def double(conn):
-    conn.send(conn.recv() * 2)
+    # Whether the inherited socket shows as blocking, as it was made.
+    blocking = os.get_blocking(conn.fileno())
+    conn.send((conn.recv() * 2, blocking))
 
 
 def check(step, ok, detail=""):
@@ -62,14 +64,15 @@ def start_methods():
         p.start()
         time.sleep(0.2)
         mine.send(21)
-        doubled = mine.recv()
+        doubled, blocking = mine.recv()
         p.join()
         codes = [p.exitcode for p in procs + [p]]
         check(method, total == 332833500 and counter.value == 800 and len(pids) == 4 and doubled == 42
-              and codes == [0] * 5,
-              f"sum {total}, counter {counter.value}, {len(pids)} pids, pipe {doubled}, exit codes {codes}")
+              and blocking and codes == [0] * 5,
+              f"sum {total}, counter {counter.value}, {len(pids)} pids, pipe {doubled} (blocking: {blocking}), "
+              f"exit codes {codes}")
         print(f"{method}: pool sum {total}; 4 processes counted to {counter.value} under one lock; "
-              f"a duplex pipe answered {doubled}; exit codes 0")
+              f"a duplex pipe, blocking in the child, answered {doubled}; exit codes 0")
 
 
 def executor():

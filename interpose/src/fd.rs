@@ -303,7 +303,14 @@ fn duplicated(old: c_int, new: c_int) {
 
 /// `fcntl` and `fcntl64` while patched.
 fn fcntl_on(fd: c_int, cmd: c_int, arg: usize) -> c_int {
-    let view = Fd::of(fd);
+    let mut view = Fd::of(fd);
+    if cmd == libc::F_GETFL && view.flags() & (fdtable::MANAGED | fdtable::KNOWN) == 0 {
+        // A foreign fd's flags, asked before any use (Python's
+        // `socket.socket(fileno=…)` makes a socket whose fd is non-blocking
+        // a non-blocking socket object): a socket another greenhook marked
+        // ([`MARK`]) is taken as managed first, and shows as blocking.
+        view = crate::fdwait::known(view);
+    }
     let managed = view.flags() & fdtable::MANAGED != 0;
     match cmd {
         libc::F_GETFL if managed => {
