@@ -152,6 +152,16 @@ fn a_child_execd_on_a_pipe_loses_no_output() {
     }
 }
 
+/// A listening socket a fiber made, inherited by a program it execs (as
+/// `pass_fds` passes it): the program's blocking `accept` in its main thread,
+/// with no connection yet, waited; it met `EAGAIN` when greenhook in it did
+/// not recognise the socket as one made non-blocking by greenhook.
+#[test]
+fn an_execd_program_accepts_on_an_inherited_socket_as_blocking() {
+    let (_, patched) = differential("socket_handoff", &[]);
+    assert!(patched.stdout.contains("accepted, read 5 bytes"), "{}", patched.stdout);
+}
+
 /// Issue 12, thread-directed signals: `pthread_kill` runs the handler in
 /// its target (its `pthread_self()`, its own per-thread value), here a
 /// thread sleeping in a loop. Before, the handler ran on the sender's

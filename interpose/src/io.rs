@@ -113,7 +113,8 @@ hook! {
         let op = move || unsafe { writev::real(fd, iov, cnt) };
         let fd = match path(fd) {
             Path::File(f) if f.is_direct() => return crate::file::write_direct(fd, iov, cnt, -1),
-            Path::Pass | Path::File(_) => return op(),
+            Path::Pass => return pass(fd, Interest::Writable, op),
+            Path::File(_) => return op(),
             Path::Polled(fd) => return polled(fd, Interest::Writable, op),
             Path::Managed(fd) => fd,
         };
@@ -251,6 +252,7 @@ hook! {
         };
         match path(fd) {
             Path::Managed(fd) => all(fd, || n, from),
+            Path::Pass => pass_all(fd, n, |done, _| from(done)),
             _ => from(0),
         }
     }
@@ -269,8 +271,10 @@ hook! {
         if flags & libc::MSG_DONTWAIT != 0 {
             return op();
         }
-        let Path::Managed(on) = path(fd) else {
-            return op();
+        let on = match path(fd) {
+            Path::Managed(on) => on,
+            Path::Pass => return pass(fd, Interest::Writable, op),
+            _ => return op(),
         };
         // SAFETY: read only after the kernel accepted the msghdr and its
         // iovecs on the first call (see `all`).
@@ -477,7 +481,7 @@ fn accepted(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -
     let r = if listener.waits_on_hub() {
         once(listener, Interest::Readable, op)
     } else {
-        op()
+        pass(fd, Interest::Readable, op)
     };
     if r >= 0 {
         fdtable::set_managed(r as c_int, user_nb, true);
