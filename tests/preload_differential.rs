@@ -4,7 +4,10 @@
 //! with generous bounds.
 mod util;
 
-use util::{compile, differential, differential_expect, differential_ticking, named_time_ms, run, ticker, time_ms};
+use util::{
+    compile, differential, differential_env, differential_expect, differential_ticking, named_time_ms, run, ticker,
+    time_ms,
+};
 
 #[test]
 fn three_threads_sleeping_one_second_take_about_one_second() {
@@ -76,6 +79,22 @@ fn fd_semantics_and_bad_inputs_match_the_kernel() {
     let (_, patched) = differential("fd_semantics", &[]);
     let ms = named_time_ms(&patched.stderr, "recv_so_rcvtimeo").unwrap();
     assert!((200..1500).contains(&ms), "SO_RCVTIMEO waited {ms} ms");
+}
+
+/// The socket programs again with data sockets non-blocking underneath
+/// (`GREENHOOK_SOCKETS=nonblocking`), the way kernels without `RWF_NOWAIT`
+/// on sockets go: both ways must answer as the kernel does.
+#[test]
+fn sockets_non_blocking_underneath_as_on_older_kernels() {
+    let env = [("GREENHOOK_SOCKETS", "nonblocking")];
+    differential_env("socketpair_pingpong", &["rw", "20000"], &env);
+    differential_env("socketpair_pingpong", &["sendrecv", "20000"], &env);
+    differential_env("tcp_echo", &["200"], &env);
+    differential_env(
+        "fd_semantics",
+        &["nonblock_fcntl", "nonblock_fionbio", "socket_kinds"],
+        &env,
+    );
 }
 
 #[test]

@@ -162,6 +162,22 @@ fn an_execd_program_accepts_on_an_inherited_socket_as_blocking() {
     assert!(patched.stdout.contains("accepted, read 5 bytes"), "{}", patched.stdout);
 }
 
+/// A connected socket (a socketpair, and an accepted TCP connection)
+/// reaches a program exec'd with an empty environment, so without the
+/// preload, at fd 3 and up: its blocking writes and reads behave as
+/// blocking ones, because greenhook never made the socket's shared
+/// description non-blocking (its tries ask for no wait per call). With the
+/// description non-blocking underneath (`GREENHOOK_SOCKETS=nonblocking`,
+/// the way before) the program's first write to a full socket met
+/// `EAGAIN`.
+#[test]
+fn a_socket_reaches_a_program_without_the_preload_blocking() {
+    let (_, patched) = differential("socket_to_plain_child", &["unix"]);
+    assert!(patched.stdout.contains("child exit 0"), "{}", patched.stdout);
+    let (_, patched) = differential("socket_to_plain_child", &["tcp"]);
+    assert!(patched.stdout.contains("child exit 0"), "{}", patched.stdout);
+}
+
 /// Issue 12, thread-directed signals: `pthread_kill` runs the handler in
 /// its target (its `pthread_self()`, its own per-thread value), here a
 /// thread sleeping in a loop. Before, the handler ran on the sender's

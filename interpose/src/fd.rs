@@ -1,14 +1,17 @@
 //! fd bookkeeping: `socket`, `socketpair`, `pipe`, `pipe2`, `eventfd`,
-//! `timerfd_create`, `signalfd`, `inotify_init*`, `dup`, `dup2`, `dup3`,
+//! `timerfd_create`, `signalfd`, `inotify_init*`, `listen`, `dup`, `dup2`, `dup3`,
 //! `fcntl`, `ioctl(FIONBIO)`, `setsockopt` timeouts, `close`,
 //! `close_range`, `closefrom`, `posix_spawn_file_actions_adddup2`.
 //!
-//! While patched, sockets and pipes are created non-blocking underneath
-//! (`SOCK_NONBLOCK` / `O_NONBLOCK` added to the creating call: no extra
-//! system call) and recorded as managed in the [`fdtable`](crate::fdtable),
-//! with whatever the user asked for kept on the side. `fcntl(F_GETFL)`
-//! shows exactly the user's flags, `F_SETFL`/`FIONBIO` change only the
-//! user's view (the fd stays non-blocking underneath), and `close`/`dup2`
+//! While patched, pipes and the like are created non-blocking underneath
+//! (`O_NONBLOCK` added to the creating call: no extra system call), and
+//! sockets as the program asks, each recorded as managed in the
+//! [`fdtable`](crate::fdtable), with whatever the user asked for kept on the
+//! side. A data socket's tries ask for no wait per call
+//! ([`crate::nowait`]); `listen` makes a listener non-blocking underneath.
+//! `fcntl(F_GETFL)` shows exactly the user's flags, `F_SETFL`/`FIONBIO`
+//! change only the user's view of an fd non-blocking underneath (it stays
+//! so), and `close`/`dup2`
 //! wake any fiber waiting on the fd with `EBADF` and drop its registration
 //! before the number can be reused.
 //!
@@ -29,10 +32,19 @@ hook! {
     /// `socket(2)`.
     #[gate(patched())]
     [fd] fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
+        let user_nb = ty & libc::SOCK_NONBLOCK != 0;
+        if crate::nowait::supported() {
+            // SAFETY: plain value arguments.
+            let fd = unsafe { socket::real(domain, ty, proto) };
+            if fd >= 0 {
+                fdtable::set_managed_nowait(fd, user_nb);
+            }
+            return fd;
+        }
         // SAFETY: plain value arguments.
         let fd = unsafe { socket::real(domain, ty | libc::SOCK_NONBLOCK, proto) };
         if fd >= 0 {
-            fdtable::set_managed(fd, ty & libc::SOCK_NONBLOCK != 0, true);
+            fdtable::set_managed(fd, user_nb, true);
         }
         fd
     }
@@ -40,11 +52,33 @@ hook! {
     /// `socketpair(2)`.
     #[gate(patched())]
     [fd] fn socketpair(domain: c_int, ty: c_int, proto: c_int, sv: *mut c_int) -> c_int {
+        let user_nb = ty & libc::SOCK_NONBLOCK != 0;
+        let nowait = crate::nowait::supported();
+        let ours = if nowait { 0 } else { libc::SOCK_NONBLOCK };
         // SAFETY: sv is the caller's int[2]; the kernel checks it (EFAULT).
-        let r = unsafe { socketpair::real(domain, ty | libc::SOCK_NONBLOCK, proto, sv) };
+        let r = unsafe { socketpair::real(domain, ty | ours, proto, sv) };
         if r == 0 {
             // SAFETY: on success the kernel wrote both entries.
-            unsafe { managed_pair(sv, ty & libc::SOCK_NONBLOCK != 0, true) };
+            let (a, b) = unsafe { (*sv, *sv.add(1)) };
+            for fd in [a, b] {
+                if nowait {
+                    fdtable::set_managed_nowait(fd, user_nb);
+                } else {
+                    fdtable::set_managed(fd, user_nb, true);
+                }
+            }
+        }
+        r
+    }
+
+    /// `listen(2)`: `accept` has no per-call way not to wait, so a
+    /// listening socket is made non-blocking underneath (see
+    /// [`crate::nowait`]).
+    [fd] fn listen(fd: c_int, backlog: c_int) -> c_int {
+        // SAFETY: plain value arguments.
+        let r = unsafe { listen::real(fd, backlog) };
+        if r == 0 && crate::gate::on() {
+            listening(Fd::of(fd));
         }
         r
     }
@@ -172,7 +206,7 @@ hook! {
             if on && f & fdtable::SOCKET != 0 {
                 unmark(fd.raw());
             }
-            if !on && f & fdtable::MANAGED != 0 {
+            if !on && f & fdtable::MANAGED != 0 && f & fdtable::NOWAIT == 0 {
                 let one: c_int = 1;
                 // SAFETY: a valid int for FIONBIO; keeps the fd non-blocking underneath.
                 unsafe { ioctl::real(fd.raw(), req, &one as *const c_int as usize) };
@@ -250,7 +284,7 @@ hook! {
     }
 }
 
-/// Records both fds of a new pair as managed.
+/// Records both fds of a new pair as managed (non-blocking underneath).
 ///
 /// # Safety
 /// `fds` points at the two fds the kernel has just written.
@@ -328,6 +362,15 @@ fn fcntl_on(fd: c_int, cmd: c_int, arg: usize) -> c_int {
             if r == 0 {
                 view.set_user_nonblock(arg as c_int & libc::O_NONBLOCK != 0);
                 view.set_direct(arg as c_int & libc::O_DIRECT != 0);
+            }
+            r
+        }
+        libc::F_SETFL if managed && view.nowait() => {
+            // The description is the program's: its flags as asked.
+            // SAFETY: forwarded unchanged.
+            let r = unsafe { fcntl::real(fd, cmd, arg) };
+            if r == 0 {
+                view.set_user_nonblock(arg as c_int & libc::O_NONBLOCK != 0);
             }
             r
         }
@@ -524,10 +567,32 @@ fn unmark(fd: c_int) {
     }
 }
 
-/// Whether `fd` is a managed socket the user did not make non-blocking.
+/// Whether `fd` is a managed socket non-blocking underneath that the user
+/// did not make non-blocking (a [`NOWAIT`](fdtable::NOWAIT) socket's
+/// description is blocking, as the program made it: nothing to mark).
 fn greenhooks_socket(fd: c_int) -> bool {
     let f = Fd::of(fd).flags();
-    f & (fdtable::MANAGED | fdtable::SOCKET) == fdtable::MANAGED | fdtable::SOCKET && f & fdtable::USER_NONBLOCK == 0
+    f & (fdtable::MANAGED | fdtable::SOCKET) == fdtable::MANAGED | fdtable::SOCKET
+        && f & (fdtable::USER_NONBLOCK | fdtable::NOWAIT) == 0
+}
+
+/// After a successful `listen` on `fd`: a [`NOWAIT`](fdtable::NOWAIT)
+/// socket gets `O_NONBLOCK` underneath for good (hidden from `F_GETFL` as
+/// a pipe's is), unless the user made it non-blocking already.
+fn listening(fd: Fd) {
+    if !fd.nowait() {
+        return;
+    }
+    if fd.flags() & fdtable::USER_NONBLOCK == 0 {
+        // SAFETY: F_GETFL only reads the status flags.
+        let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd.raw(), libc::F_GETFL) };
+        if fl < 0 {
+            return;
+        }
+        // SAFETY: adds O_NONBLOCK to the flags just read.
+        unsafe { libc::syscall(libc::SYS_fcntl, fd.raw(), libc::F_SETFL, fl as c_int | libc::O_NONBLOCK) };
+    }
+    fd.set_nonblocking_underneath();
 }
 
 /// In the child of `fork`: every managed socket is marked ([`MARK`]), for

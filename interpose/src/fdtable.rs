@@ -2,12 +2,14 @@
 //! entry per fd, seen through an [`Fd`].
 //!
 //! An fd is **managed** when it was created through our hooks while patched
-//! (`socket`, `accept`, `pipe`, `socketpair`, `dup`…). Its open file
-//! description is then non-blocking underneath, always; what the *user*
+//! (`socket`, `accept`, `pipe`, `socketpair`, `dup`…). A managed pipe or
+//! listening socket is non-blocking underneath, always; a managed data
+//! socket ([`NOWAIT`]) keeps the blocking description it was created with,
+//! and our tries ask for no wait per call. Either way, what the *user*
 //! asked for is kept here (`USER_NONBLOCK`) so that `fcntl(F_GETFL)` shows
 //! exactly what they set and their `EAGAIN`s still reach them. Socket
 //! timeouts (`SO_RCVTIMEO`/`SO_SNDTIMEO`) are kept here too, because the
-//! kernel never applies them to a non-blocking socket.
+//! kernel never applies them to a non-blocking try.
 //!
 //! The table is an array of atomics: the first 1024 fds (where nearly
 //! every program's fds are) in a static block, where a look-up is a bounds
@@ -32,6 +34,11 @@ pub const DIRECT: u32 = 32;
 /// Not managed, but examined once: `USER_NONBLOCK` tells whether the
 /// (inherited or foreign) fd is non-blocking.
 pub const KNOWN: u32 = 8;
+/// A managed socket whose open file description stays as the program made
+/// it (blocking): each try asks the kernel not to wait, per call
+/// (`MSG_DONTWAIT`, `RWF_NOWAIT`; see `crate::nowait`). Nothing of ours
+/// shows to another process that shares the description.
+pub const NOWAIT: u32 = 64;
 
 const CHUNK: usize = 1024;
 const CHUNKS: usize = 4096; // up to 4M fds
@@ -176,6 +183,35 @@ impl Fd {
         self.flags() & (MANAGED | USER_NONBLOCK) == MANAGED
     }
 
+    /// Whether the fd is a managed socket that stays blocking underneath
+    /// ([`NOWAIT`]).
+    #[inline]
+    pub fn nowait(self) -> bool {
+        self.flags() & NOWAIT != 0
+    }
+
+    /// `MSG_DONTWAIT` for a [`NOWAIT`] socket, else 0: the flag a socket
+    /// call's try adds.
+    #[inline]
+    pub fn dontwait(self) -> i32 {
+        if self.nowait() {
+            libc::MSG_DONTWAIT
+        } else {
+            0
+        }
+    }
+
+    /// A [`NOWAIT`] socket (and its dups) whose description the caller
+    /// has just made non-blocking underneath (it listens: `accept` has no
+    /// per-call way not to wait): managed as a pipe is from now on.
+    pub fn set_nonblocking_underneath(self) {
+        let Some(e) = self.entry else { return };
+        MADE_NONBLOCKING.store(true, Ordering::Relaxed);
+        e.for_description(|e| {
+            e.flags.fetch_and(!NOWAIT, Ordering::Relaxed);
+        });
+    }
+
     /// Whether the fd was seen to be a regular file.
     #[inline]
     pub fn is_regular_file(self) -> bool {
@@ -278,13 +314,29 @@ pub fn made_nonblocking() -> bool {
     MADE_NONBLOCKING.load(Ordering::Relaxed)
 }
 
-/// Records a freshly created managed fd.
+/// Records a freshly created managed fd, non-blocking underneath.
 pub fn set_managed(fd: i32, user_nonblock: bool, socket: bool) {
     if !user_nonblock {
         MADE_NONBLOCKING.store(true, Ordering::Relaxed);
     }
+    start_managed(
+        fd,
+        MANAGED | if user_nonblock { USER_NONBLOCK } else { 0 } | if socket { SOCKET } else { 0 },
+    );
+}
+
+/// Records a freshly created managed socket whose description stays as
+/// the user made it ([`NOWAIT`]).
+pub fn set_managed_nowait(fd: i32, user_nonblock: bool) {
+    start_managed(
+        fd,
+        MANAGED | SOCKET | NOWAIT | if user_nonblock { USER_NONBLOCK } else { 0 },
+    );
+}
+
+fn start_managed(fd: i32, flags: u32) {
     if let Some(e) = entry_or_create(fd) {
-        e.start(MANAGED | if user_nonblock { USER_NONBLOCK } else { 0 } | if socket { SOCKET } else { 0 });
+        e.start(flags);
         e.rcvtimeo.store(0, Ordering::Relaxed);
         e.sndtimeo.store(0, Ordering::Relaxed);
     }

@@ -32,10 +32,13 @@ use crate::gate::cooperative;
 use crate::hook::hook;
 use crate::offload;
 
-mod next {
+/// libc's `preadv2` and `pwritev2` (not our hooks): the regular-file
+/// reads here and the no-wait socket tries ([`crate::nowait`]).
+pub(crate) mod next {
     use libc::{c_int, iovec, off_t, ssize_t};
     crate::real::real! {
         fn preadv2(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t, flags: c_int) -> ssize_t;
+        fn pwritev2(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t, flags: c_int) -> ssize_t;
     }
 }
 

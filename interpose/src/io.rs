@@ -3,8 +3,10 @@
 //! `vmsplice`, `connect`, `accept`, `accept4`.
 //!
 //! Each hook: gate (patched, not machinery, fd managed, user did not ask for
-//! `O_NONBLOCK` and did not pass `MSG_DONTWAIT`) → try the real call (the fd
-//! is non-blocking underneath) → on `EAGAIN` wait on the hub, until the
+//! `O_NONBLOCK` and did not pass `MSG_DONTWAIT`) → try the call without
+//! waiting (a pipe or listener is non-blocking underneath; a data socket
+//! stays blocking and the try asks for no wait itself, see
+//! [`crate::nowait`]) → on `EAGAIN` wait on the hub, until the
 //! socket's `SO_RCVTIMEO`/`SO_SNDTIMEO` if set (then `EAGAIN`, like the
 //! kernel) → retry; errno set last. The classifying and the waiting are
 //! `crate::fdwait`'s.
@@ -26,6 +28,7 @@ use crate::fdwait::{
 };
 use crate::gate::patched;
 use crate::hook::hook;
+use crate::nowait;
 
 /// The iovec array with the first `skip` bytes removed.
 ///
@@ -71,6 +74,8 @@ hook! {
         let op = move || unsafe { read::real(fd, buf, n) };
         match path(fd) {
             Path::Pass => pass(fd, Interest::Readable, op),
+            // SAFETY: as `op`.
+            Path::Managed(on) if on.nowait() => once(on, Interest::Readable, || unsafe { nowait::read(fd, buf, n) }),
             Path::Managed(fd) => once(fd, Interest::Readable, op),
             Path::Polled(fd) => polled(fd, Interest::Readable, op),
             // SAFETY: the caller's buffer of n bytes.
@@ -89,6 +94,10 @@ hook! {
             Path::File(f) if f.is_direct() => crate::file::write_one_direct(fd, buf, n, -1),
             Path::Pass => pass_all(fd, n, from),
             Path::File(_) => from(0, n),
+            // SAFETY: as `from`.
+            Path::Managed(on) if on.nowait() => all(on, || n, |done| unsafe {
+                nowait::write(fd, buf.cast::<u8>().add(done).cast(), n - done)
+            }),
             Path::Managed(fd) => all(fd, || n, |done| from(done, n - done)),
             Path::Polled(fd) => polled_all(fd, n, from),
         }
@@ -100,6 +109,8 @@ hook! {
         let op = move || unsafe { readv::real(fd, iov, cnt) };
         match path(fd) {
             Path::Pass => pass(fd, Interest::Readable, op),
+            // SAFETY: as `op`.
+            Path::Managed(on) if on.nowait() => once(on, Interest::Readable, || unsafe { nowait::readv(fd, iov, cnt) }),
             Path::Managed(fd) => once(fd, Interest::Readable, op),
             Path::Polled(fd) => polled(fd, Interest::Readable, op),
             // SAFETY: the caller's iovecs.
@@ -121,14 +132,22 @@ hook! {
         // SAFETY: the array is read only after the kernel accepted it on
         // the first call (see `all`).
         let total = || unsafe { iov_total(iov, cnt) };
+        let nowait = fd.nowait();
+        // SAFETY: the caller's iovecs, or the rest of them.
+        let write = move |iov: *const iovec, cnt: c_int| unsafe {
+            if nowait {
+                nowait::writev(fd.raw(), iov, cnt)
+            } else {
+                writev::real(fd.raw(), iov, cnt)
+            }
+        };
         all(fd, total, |done| {
             if done == 0 {
-                return op();
+                return write(iov, cnt);
             }
             // SAFETY: the array was accepted by the kernel, so it is valid.
             let rest = unsafe { advance(iov, cnt, done) };
-            // SAFETY: `rest` points into the caller's buffers.
-            unsafe { writev::real(fd.raw(), rest.as_ptr(), rest.len() as c_int) }
+            write(rest.as_ptr(), rest.len() as c_int)
         })
     }
 
@@ -136,13 +155,13 @@ hook! {
     #[gate(flags & libc::MSG_DONTWAIT == 0)]
     [io] fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
         // SAFETY: forwarded unchanged, possibly several times.
-        let op = move || unsafe { recv::real(fd, buf, n, flags) };
+        let op = move |more: c_int| move || unsafe { recv::real(fd, buf, n, flags | more) };
         match path(fd) {
-            Path::Pass => pass(fd, Interest::Readable, op),
-            Path::File(_) => op(),
-            Path::Polled(fd) => polled(fd, Interest::Readable, op),
+            Path::Pass => pass(fd, Interest::Readable, op(0)),
+            Path::File(_) => op(0)(),
+            Path::Polled(fd) => polled(fd, Interest::Readable, op(0)),
             Path::Managed(fd) if flags & libc::MSG_WAITALL != 0 && n > 0 => recv_all(fd, buf, n, flags),
-            Path::Managed(fd) => once(fd, Interest::Readable, op),
+            Path::Managed(fd) => once(fd, Interest::Readable, op(fd.dontwait())),
         }
     }
 
@@ -157,15 +176,15 @@ hook! {
         len: *mut socklen_t,
     ) -> ssize_t {
         // SAFETY: forwarded unchanged, possibly several times.
-        let op = move || unsafe { recvfrom::real(fd, buf, n, flags, addr, len) };
+        let op = move |more: c_int| move || unsafe { recvfrom::real(fd, buf, n, flags | more, addr, len) };
         match path(fd) {
-            Path::Pass => pass(fd, Interest::Readable, op),
-            Path::File(_) => op(),
-            Path::Polled(fd) => polled(fd, Interest::Readable, op),
+            Path::Pass => pass(fd, Interest::Readable, op(0)),
+            Path::File(_) => op(0)(),
+            Path::Polled(fd) => polled(fd, Interest::Readable, op(0)),
             Path::Managed(fd) if flags & libc::MSG_WAITALL != 0 && addr.is_null() && n > 0 => {
                 recv_all(fd, buf, n, flags)
             }
-            Path::Managed(fd) => once(fd, Interest::Readable, op),
+            Path::Managed(fd) => once(fd, Interest::Readable, op(fd.dontwait())),
         }
     }
 
@@ -173,12 +192,12 @@ hook! {
     #[gate(flags & libc::MSG_DONTWAIT == 0)]
     [io] fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
         // SAFETY: forwarded unchanged, possibly several times.
-        let op = move || unsafe { recvmsg::real(fd, msg, flags) };
+        let op = move |more: c_int| move || unsafe { recvmsg::real(fd, msg, flags | more) };
         match path(fd) {
-            Path::Pass => pass(fd, Interest::Readable, op),
-            Path::File(_) => op(),
-            Path::Polled(fd) => polled(fd, Interest::Readable, op),
-            Path::Managed(fd) => once(fd, Interest::Readable, op),
+            Path::Pass => pass(fd, Interest::Readable, op(0)),
+            Path::File(_) => op(0)(),
+            Path::Polled(fd) => polled(fd, Interest::Readable, op(0)),
+            Path::Managed(fd) => once(fd, Interest::Readable, op(fd.dontwait())),
         }
     }
 
@@ -204,7 +223,7 @@ hook! {
                     fd,
                     v.add(got as usize),
                     n - got,
-                    flags & !libc::MSG_WAITFORONE,
+                    (flags & !libc::MSG_WAITFORONE) | on.dontwait(),
                     std::ptr::null_mut(),
                 ) as ssize_t
             });
@@ -222,16 +241,23 @@ hook! {
     /// `send(2)`: all n bytes, as a blocking send.
     #[gate(flags & libc::MSG_DONTWAIT == 0 && n != 0)]
     [io] fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
-        // SAFETY: `len` bytes from offset `done`, within the caller's
-        // buffer of n bytes.
-        let from = move |done: usize, len: usize| unsafe {
-            send::real(fd, buf.cast::<u8>().add(done).cast(), len, flags)
+        // `more`: the flags our try adds (`MSG_DONTWAIT` on a socket that
+        // stays blocking underneath).
+        let from = move |more: c_int| {
+            // SAFETY: `len` bytes from offset `done`, within the caller's
+            // buffer of n bytes.
+            move |done: usize, len: usize| unsafe {
+                send::real(fd, buf.cast::<u8>().add(done).cast(), len, flags | more)
+            }
         };
         match path(fd) {
-            Path::Pass => pass_all(fd, n, from),
-            Path::File(_) => from(0, n),
-            Path::Polled(fd) => polled_all(fd, n, from),
-            Path::Managed(fd) => all(fd, || n, |done| from(done, n - done)),
+            Path::Pass => pass_all(fd, n, from(0)),
+            Path::File(_) => from(0)(0, n),
+            Path::Polled(fd) => polled_all(fd, n, from(0)),
+            Path::Managed(fd) => {
+                let from = from(fd.dontwait());
+                all(fd, || n, |done| from(done, n - done))
+            }
         }
     }
 
@@ -245,15 +271,18 @@ hook! {
         addr: *const sockaddr,
         len: socklen_t,
     ) -> ssize_t {
-        // SAFETY: from offset `done` to the end of the caller's buffer of n
-        // bytes.
-        let from = move |done: usize| unsafe {
-            sendto::real(fd, buf.cast::<u8>().add(done).cast(), n - done, flags, addr, len)
+        // `more`: as in `send`.
+        let from = move |more: c_int| {
+            // SAFETY: from offset `done` to the end of the caller's buffer
+            // of n bytes.
+            move |done: usize| unsafe {
+                sendto::real(fd, buf.cast::<u8>().add(done).cast(), n - done, flags | more, addr, len)
+            }
         };
         match path(fd) {
-            Path::Managed(fd) => all(fd, || n, from),
-            Path::Pass => pass_all(fd, n, |done, _| from(done)),
-            _ => from(0),
+            Path::Managed(fd) => all(fd, || n, from(fd.dontwait())),
+            Path::Pass => pass_all(fd, n, |done, _| from(0)(done)),
+            _ => from(0)(0),
         }
     }
 
@@ -267,21 +296,22 @@ hook! {
         let rights = unsafe { crate::fd::blocking_rights(msg) };
         let msg = rights.as_ref().map_or(msg, crate::fd::BlockingRights::msg);
         // SAFETY: forwarded unchanged, or the same message with other fds.
-        let op = move || unsafe { sendmsg::real(fd, msg, flags) };
+        let op = move |more: c_int| move || unsafe { sendmsg::real(fd, msg, flags | more) };
         if flags & libc::MSG_DONTWAIT != 0 {
-            return op();
+            return op(0)();
         }
         let on = match path(fd) {
             Path::Managed(on) => on,
-            Path::Pass => return pass(fd, Interest::Writable, op),
-            _ => return op(),
+            Path::Pass => return pass(fd, Interest::Writable, op(0)),
+            _ => return op(0)(),
         };
+        let more = on.dontwait();
         // SAFETY: read only after the kernel accepted the msghdr and its
         // iovecs on the first call (see `all`).
         let total = || unsafe { iov_total((*msg).msg_iov, (*msg).msg_iovlen as c_int) }.max(1);
         all(on, total, |done| {
             if done == 0 {
-                return op();
+                return op(more)();
             }
             // SAFETY: the kernel accepted the msghdr and its array.
             let m = unsafe { *msg };
@@ -293,7 +323,7 @@ hook! {
             m2.msg_control = std::ptr::null_mut();
             m2.msg_controllen = 0;
             // SAFETY: m2 points into the caller's buffers.
-            unsafe { sendmsg::real(fd, &m2, flags) }
+            unsafe { sendmsg::real(fd, &m2, flags | more) }
         })
     }
 
@@ -301,10 +331,10 @@ hook! {
     #[gate(flags & libc::MSG_DONTWAIT == 0)]
     [io] fn sendmmsg(fd: c_int, v: *mut mmsghdr, n: c_uint, flags: c_int) -> c_int {
         // SAFETY: forwarded unchanged, possibly several times.
-        let op = move || unsafe { sendmmsg::real(fd, v, n, flags) } as ssize_t;
+        let op = move |more: c_int| move || unsafe { sendmmsg::real(fd, v, n, flags | more) } as ssize_t;
         match path(fd) {
-            Path::Managed(fd) => once(fd, Interest::Writable, op) as c_int,
-            _ => op() as c_int,
+            Path::Managed(fd) => once(fd, Interest::Writable, op(fd.dontwait())) as c_int,
+            _ => op(0)() as c_int,
         }
     }
 
@@ -333,10 +363,11 @@ hook! {
     /// attempt.
     [io] fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
         // SAFETY: forwarded unchanged, possibly several times.
-        let op = move || unsafe { connect::real(fd, addr, len) };
+        let call = move || unsafe { connect::real(fd, addr, len) };
         let Path::Managed(on) = path(fd) else {
-            return op();
+            return call();
         };
+        let op = || nowait::nonblocking(on, call);
         crate::cancel_point();
         // A successful connect leaves errno alone, however many tries it took.
         let caller_errno = errno::get();
@@ -446,7 +477,7 @@ fn recv_all(fd: Fd, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
                 fd.raw(),
                 buf.cast::<u8>().add(done).cast(),
                 n - done,
-                flags & !libc::MSG_WAITALL,
+                (flags & !libc::MSG_WAITALL) | fd.dontwait(),
             )
         });
         if r < 0 {
@@ -466,7 +497,7 @@ fn send_file(out: c_int, inp: c_int, off: *mut libc::off_t, n: size_t) -> ssize_
     // SAFETY: the caller's arguments, with the remaining count.
     let from = move |done: usize| unsafe { sendfile::real(out, inp, off, n - done) };
     match path(out) {
-        Path::Managed(fd) => all(fd, || n, from),
+        Path::Managed(fd) => all(fd, || n, |done| nowait::nonblocking(fd, || from(done))),
         _ => from(0),
     }
 }
@@ -475,16 +506,26 @@ fn send_file(out: c_int, inp: c_int, off: *mut libc::off_t, n: size_t) -> ssize_
 /// the accepted socket is managed, with the caller's flags kept aside.
 fn accepted(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -> c_int {
     let user_nb = flags & libc::SOCK_NONBLOCK != 0;
-    // SAFETY: forwarded with SOCK_NONBLOCK added for the new socket.
-    let op = || unsafe { accept4::real(fd, addr, len, flags | libc::SOCK_NONBLOCK) } as ssize_t;
+    let nowait = crate::nowait::supported();
+    let ours = if nowait { 0 } else { libc::SOCK_NONBLOCK };
+    // SAFETY: forwarded, with SOCK_NONBLOCK added for the new socket
+    // unless it stays blocking underneath.
+    let call = || unsafe { accept4::real(fd, addr, len, flags | ours) } as ssize_t;
     let listener = Fd::of(fd);
+    // A listener still blocking underneath (`listen` went past our hook)
+    // is made non-blocking for the call.
+    let op = || nowait::nonblocking(listener, call);
     let r = if listener.waits_on_hub() {
         once(listener, Interest::Readable, op)
     } else {
         pass(fd, Interest::Readable, op)
     };
     if r >= 0 {
-        fdtable::set_managed(r as c_int, user_nb, true);
+        if nowait {
+            fdtable::set_managed_nowait(r as c_int, user_nb);
+        } else {
+            fdtable::set_managed(r as c_int, user_nb, true);
+        }
     }
     r as c_int
 }
@@ -518,7 +559,9 @@ fn two_sided(inp: c_int, out: c_int, flags: c_uint, mut op: impl FnMut(c_uint) -
                 }
             }
         }
-        let r = op(flags | libc::SPLICE_F_NONBLOCK);
+        // A socket side still blocking underneath is made non-blocking
+        // for the call: the kernel's socket side looks at `O_NONBLOCK`.
+        let r = nowait::nonblocking(fi, || nowait::nonblocking(fo, || op(flags | libc::SPLICE_F_NONBLOCK)));
         if r >= 0 || !would_block(errno::get()) {
             return r;
         }

@@ -56,6 +56,8 @@ pub mod futex;
 #[cfg(greenhook_linux_hooks)]
 pub mod io;
 #[cfg(greenhook_linux_hooks)]
+pub(crate) mod nowait;
+#[cfg(greenhook_linux_hooks)]
 pub mod poll;
 #[cfg(greenhook_linux_hooks)]
 pub(crate) mod preempt;

@@ -115,6 +115,15 @@ pub const SETTINGS: &[Setting] = &[
         default: "fiber",
     },
     Setting {
+        var: "GREENHOOK_SOCKETS",
+        option: Some("--nonblocking-sockets"),
+        arg: "",
+        value: Value::Fixed("nonblocking"),
+        meaning:
+            "nonblocking: data sockets are non-blocking underneath, as pipes (the way of kernels without RWF_NOWAIT)",
+        default: "per-call no-wait tries",
+    },
+    Setting {
         var: "GREENHOOK_POOL_SIZE",
         option: Some("--pool-size"),
         arg: "N",

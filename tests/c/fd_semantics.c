@@ -759,6 +759,77 @@ static void check_bad_sockets(void)
     close(s);
 }
 
+/* ---------- socket kinds: what a read or write on each must keep ---------- */
+
+static void *socket_kinds_body(void *arg)
+{
+    (void)arg;
+    char buf[64];
+    int sv[2];
+    /* SOCK_SEQPACKET: each write is one record, a read takes one */
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) != 0)
+        fail("socketpair seqpacket: %s", strerror(errno));
+    CALL("seqpacket_write_3", write(sv[1], "abc", 3), 3, 0);
+    CALL("seqpacket_write_2", write(sv[1], "de", 2), 2, 0);
+    struct iovec two[2] = {{"fg", 2}, {"hij", 3}};
+    CALL("seqpacket_writev_5", writev(sv[1], two, 2), 5, 0);
+    CALL("seqpacket_read_first", read(sv[0], buf, sizeof buf), 3, 0);
+    CALL("seqpacket_read_second", read(sv[0], buf, sizeof buf), 2, 0);
+    CALL("seqpacket_readv_third", readv(sv[0], &(struct iovec){buf, sizeof buf}, 1), 5, 0);
+    /* a read that waits for the record a thread writes 100 ms later */
+    struct delayed_write d = {sv[1], 100};
+    pthread_t w;
+    pthread_create(&w, NULL, write_later, &d);
+    CALL("seqpacket_read_waits", read(sv[0], buf, sizeof buf), 1, 0);
+    pthread_join(w, NULL);
+    close(sv[0]);
+    close(sv[1]);
+    /* SOCK_DGRAM: a zero-length read takes nothing */
+    if (socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) != 0)
+        fail("socketpair dgram: %s", strerror(errno));
+    CALL("dgram_write", write(sv[1], "hello", 5), 5, 0);
+    CALL("dgram_read_len0", read(sv[0], buf, 0), 0, 0);
+    CALL("dgram_read_after_len0", read(sv[0], buf, sizeof buf), 5, 0);
+    CALL("dgram_write_again", write(sv[1], "x", 1), 1, 0);
+    volatile size_t huge = (size_t)-1; /* volatile: past the compiler's size check */
+    CALL("dgram_read_count_over_ssize_max", read(sv[0], buf, huge), -1, EFAULT);
+    CALL("dgram_write_count_over_ssize_max", write(sv[1], buf, huge), -1, EFAULT);
+    CALL("dgram_read_after_bad_count", recv(sv[0], buf, sizeof buf, 0), 1, 0);
+    close(sv[0]);
+    close(sv[1]);
+    /* the flags a program sees on a data socket and a listener */
+    xsocketpair(sv);
+    line("stream_getfl", "%s", flags_str(fcntl(sv[0], F_GETFL)));
+    CALL("stream_setfl_nonblock", fcntl(sv[0], F_SETFL, O_NONBLOCK), 0, 0);
+    CALL("stream_read_user_nonblock", read(sv[0], buf, 1), -1, EAGAIN);
+    CALL("stream_setfl_clear", fcntl(sv[0], F_SETFL, 0), 0, 0);
+    line("stream_getfl_cleared", "%s", flags_str(fcntl(sv[0], F_GETFL)));
+    d.fd = sv[1];
+    pthread_create(&w, NULL, write_later, &d);
+    CALL("stream_read_waits_again", read(sv[0], buf, sizeof buf), 1, 0);
+    pthread_join(w, NULL);
+    close(sv[0]);
+    close(sv[1]);
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CALL("listener_bind", bind(l, (struct sockaddr *)&a, sizeof a), 0, 0);
+    CALL("listener_listen", listen(l, 4), 0, 0);
+    line("listener_getfl", "%s", flags_str(fcntl(l, F_GETFL)));
+    int dl = dup(l);
+    line("listener_dup_getfl", "%s", flags_str(fcntl(dl, F_GETFL)));
+    close(dl);
+    close(l);
+    return NULL;
+}
+
+/* Run in a thread: under greenhook a fiber, whose waits go to the hub. */
+static void check_socket_kinds(void)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, socket_kinds_body, NULL);
+    pthread_join(t, NULL);
+}
+
 /* ---------- driver ---------- */
 
 static const struct check checks[] = {
@@ -774,6 +845,7 @@ static const struct check checks[] = {
     { "bad_sleep_pointers", check_bad_sleep_pointers },
     { "bad_poll_select", check_bad_poll_select },
     { "bad_sockets", check_bad_sockets },
+    { "socket_kinds", check_socket_kinds },
 };
 
 int main(int argc, char **argv)
