@@ -74,6 +74,16 @@ fn tcp_echo_thread_per_connection() {
     differential("tcp_echo", &["200"]);
 }
 
+/// A blocking `accept` on a listener greenhook never saw created (raw
+/// system calls here; systemd's socket activation in life) waits on the
+/// hub: the other threads run meanwhile, in main and in a thread. Before,
+/// it blocked in the kernel, and the program hung: the client that would
+/// have connected was a fiber of the same hub.
+#[test]
+fn accept_on_a_foreign_listener_lets_the_others_run() {
+    differential("listener_foreign", &[]);
+}
+
 #[test]
 fn fd_semantics_and_bad_inputs_match_the_kernel() {
     let (_, patched) = differential("fd_semantics", &[]);

@@ -364,10 +364,20 @@ hook! {
     [io] fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
         // SAFETY: forwarded unchanged, possibly several times.
         let call = move || unsafe { connect::real(fd, addr, len) };
-        let Path::Managed(on) = path(fd) else {
-            return call();
+        // A socket that stays blocking underneath, ours or one greenhook
+        // did not create, is made non-blocking for each call.
+        let (on, foreign) = match path(fd) {
+            Path::Managed(on) => (on, false),
+            Path::Polled(on) => (on, true),
+            _ => return call(),
         };
-        let op = || nowait::nonblocking(on, call);
+        let op = || {
+            if foreign {
+                nowait::toggled(fd, call)
+            } else {
+                nowait::nonblocking(on, call)
+            }
+        };
         crate::cancel_point();
         // A successful connect leaves errno alone, however many tries it took.
         let caller_errno = errno::get();
@@ -511,14 +521,12 @@ fn accepted(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -
     // SAFETY: forwarded, with SOCK_NONBLOCK added for the new socket
     // unless it stays blocking underneath.
     let call = || unsafe { accept4::real(fd, addr, len, flags | ours) } as ssize_t;
-    let listener = Fd::of(fd);
-    // A listener still blocking underneath (`listen` went past our hook)
-    // is made non-blocking for the call.
-    let op = || nowait::nonblocking(listener, call);
-    let r = if listener.waits_on_hub() {
-        once(listener, Interest::Readable, op)
-    } else {
-        pass(fd, Interest::Readable, op)
+    let r = match path(fd) {
+        // A listener still blocking underneath (`listen` went past our
+        // hook) is made non-blocking for the call.
+        Path::Managed(l) => once(l, Interest::Readable, || nowait::nonblocking(l, call)),
+        Path::Polled(l) => accept_foreign(l, call),
+        _ => pass(fd, Interest::Readable, call),
     };
     if r >= 0 {
         if nowait {
@@ -528,6 +536,31 @@ fn accepted(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -
         }
     }
     r as c_int
+}
+
+/// `accept` on a blocking listener greenhook did not create (inherited:
+/// systemd's socket activation, a supervisor's `--fd`): wait until it is
+/// readable, then accept with its description non-blocking for that one
+/// call, and wait again if another process took the connection meanwhile.
+/// A blocking `accept` there would hold the hub until a connection came;
+/// one after the wait alone, until the next connection, when a process
+/// sharing the listener took this one.
+fn accept_foreign(l: Fd, call: impl Fn() -> ssize_t) -> ssize_t {
+    crate::cancel_point();
+    let caller_errno = errno::get();
+    loop {
+        if let Err(e) = wait_until_ready(l, Interest::Readable) {
+            return errno::fail(e);
+        }
+        let r = nowait::toggled(l.raw(), &call);
+        if r >= 0 {
+            errno::set(caller_errno);
+            return r;
+        }
+        if !would_block(errno::get()) {
+            return r;
+        }
+    }
 }
 
 /// A transfer between two fds (`splice`, `tee`) without

@@ -162,23 +162,31 @@ pub(crate) unsafe fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t
 /// Another process sharing the description would see it non-blocking for
 /// the length of the call; nothing of this process can run meanwhile.
 pub(crate) fn nonblocking<R>(fd: crate::fdtable::Fd, op: impl FnOnce() -> R) -> R {
-    if !fd.nowait() {
-        return op();
+    if fd.nowait() {
+        toggled(fd.raw(), op)
+    } else {
+        op()
     }
+}
+
+/// Runs `op` with the description of `fd` non-blocking (if it was not
+/// already), then puts its flags back; errno is `op`'s. See
+/// [`nonblocking`].
+pub(crate) fn toggled<R>(fd: c_int, op: impl FnOnce() -> R) -> R {
     let saved = errno::get();
     // SAFETY: F_GETFL only reads the status flags.
-    let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd.raw(), libc::F_GETFL) };
+    let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) };
     if fl < 0 || fl as c_int & libc::O_NONBLOCK != 0 {
         errno::set(saved);
         return op();
     }
     // SAFETY: adds O_NONBLOCK to flags just read; put back below.
-    unsafe { libc::syscall(libc::SYS_fcntl, fd.raw(), libc::F_SETFL, fl as c_int | libc::O_NONBLOCK) };
+    unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_SETFL, fl as c_int | libc::O_NONBLOCK) };
     errno::set(saved);
     let r = op();
     let e = errno::get();
     // SAFETY: the flags read above.
-    unsafe { libc::syscall(libc::SYS_fcntl, fd.raw(), libc::F_SETFL, fl as c_int) };
+    unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_SETFL, fl as c_int) };
     errno::set(e);
     r
 }
