@@ -84,6 +84,17 @@ fn accept_on_a_foreign_listener_lets_the_others_run() {
     differential("listener_foreign", &[]);
 }
 
+/// Every blocking read and write call on a socket pair greenhook did not
+/// create (raw system calls; inherited from a parent without the preload
+/// in life) lets the other thread run while it waits, and keeps each
+/// `SOCK_SEQPACKET` record whole. Before, `send`, `sendto`, `sendmsg` and
+/// `sendmmsg` there blocked in the kernel and the program hung, and
+/// `write` went out in `PIPE_BUF` pieces, 256 records for 16.
+#[test]
+fn blocking_calls_on_a_foreign_socket_let_the_others_run() {
+    differential("socket_foreign", &[]);
+}
+
 #[test]
 fn fd_semantics_and_bad_inputs_match_the_kernel() {
     let (_, patched) = differential("fd_semantics", &[]);

@@ -577,10 +577,17 @@ fn greenhooks_socket(fd: c_int) -> bool {
 }
 
 /// After a successful `listen` on `fd`: a [`NOWAIT`](fdtable::NOWAIT)
-/// socket gets `O_NONBLOCK` underneath for good (hidden from `F_GETFL` as
-/// a pipe's is), unless the user made it non-blocking already.
+/// socket of ours gets `O_NONBLOCK` underneath for good (hidden from
+/// `F_GETFL` as a pipe's is), unless the user made it non-blocking
+/// already; an adopted one goes back to a known foreign fd.
 fn listening(fd: Fd) {
     if !fd.nowait() {
+        return;
+    }
+    if fd.is_adopted() {
+        // Another process's description too: never non-blocking for good;
+        // its `accept` waits as on any listener from elsewhere.
+        fd.unmanage();
         return;
     }
     if fd.flags() & fdtable::USER_NONBLOCK == 0 {

@@ -190,6 +190,13 @@ impl Fd {
         self.flags() & NOWAIT != 0
     }
 
+    /// Whether a managed fd was adopted ([`adopt_nowait`]) rather than
+    /// created here.
+    #[inline]
+    pub fn is_adopted(self) -> bool {
+        self.flags() & (MANAGED | KNOWN) == MANAGED | KNOWN
+    }
+
     /// `MSG_DONTWAIT` for a [`NOWAIT`] socket, else 0: the flag a socket
     /// call's try adds.
     #[inline]
@@ -323,6 +330,15 @@ pub fn set_managed(fd: i32, user_nonblock: bool, socket: bool) {
         fd,
         MANAGED | if user_nonblock { USER_NONBLOCK } else { 0 } | if socket { SOCKET } else { 0 },
     );
+}
+
+/// Takes a blocking socket greenhook did not create (inherited, or made by
+/// raw system calls) as a managed [`NOWAIT`] one: its calls try without
+/// waiting and wait on the hub, its description is never changed for
+/// good. `KNOWN` stays set beside `MANAGED`: the description is another
+/// process's too (see `fd::listening`).
+pub fn adopt_nowait(fd: i32) {
+    start_managed(fd, MANAGED | SOCKET | NOWAIT | KNOWN);
 }
 
 /// Records a freshly created managed socket whose description stays as

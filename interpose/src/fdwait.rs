@@ -163,8 +163,37 @@ fn examine(fd: Fd) -> Fd {
         fdtable::set_managed(fd.raw(), false, true);
         return Fd::of(fd.raw());
     }
+    if stated
+        && kind == libc::S_IFSOCK
+        && fl & libc::O_NONBLOCK == 0
+        && crate::nowait::supported()
+        && !accepting(fd.raw())
+    {
+        // A blocking socket from elsewhere: its calls can try without
+        // waiting as our own sockets' do, leaving its description alone.
+        // (A listener cannot: `accept` has no per-call flag.)
+        fdtable::adopt_nowait(fd.raw());
+        return Fd::of(fd.raw());
+    }
     let regular = stated && kind == libc::S_IFREG;
     fd.set_known(fl & libc::O_NONBLOCK != 0, regular, fl & libc::O_DIRECT != 0)
+}
+
+/// Whether the socket `fd` listens (`SO_ACCEPTCONN`).
+fn accepting(fd: c_int) -> bool {
+    let mut v: c_int = 0;
+    let mut len = std::mem::size_of::<c_int>() as libc::socklen_t;
+    // SAFETY: an int and its length for the kernel to fill.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ACCEPTCONN,
+            (&mut v as *mut c_int).cast(),
+            &mut len,
+        )
+    };
+    r == 0 && v != 0
 }
 
 /// The fd's view, examined first if it is a foreign fd never seen: for

@@ -159,9 +159,10 @@ hook! {
         match path(fd) {
             Path::Pass => pass(fd, Interest::Readable, op(0)),
             Path::File(_) => op(0)(),
-            Path::Polled(fd) => polled(fd, Interest::Readable, op(0)),
-            Path::Managed(fd) if flags & libc::MSG_WAITALL != 0 && n > 0 => recv_all(fd, buf, n, flags),
-            Path::Managed(fd) => once(fd, Interest::Readable, op(fd.dontwait())),
+            Path::Polled(fd) | Path::Managed(fd) if flags & libc::MSG_WAITALL != 0 && n > 0 => {
+                recv_all(fd, buf, n, flags | dontwait(fd))
+            }
+            Path::Polled(fd) | Path::Managed(fd) => once(fd, Interest::Readable, op(dontwait(fd))),
         }
     }
 
@@ -180,11 +181,10 @@ hook! {
         match path(fd) {
             Path::Pass => pass(fd, Interest::Readable, op(0)),
             Path::File(_) => op(0)(),
-            Path::Polled(fd) => polled(fd, Interest::Readable, op(0)),
-            Path::Managed(fd) if flags & libc::MSG_WAITALL != 0 && addr.is_null() && n > 0 => {
-                recv_all(fd, buf, n, flags)
+            Path::Polled(fd) | Path::Managed(fd) if flags & libc::MSG_WAITALL != 0 && addr.is_null() && n > 0 => {
+                recv_all(fd, buf, n, flags | dontwait(fd))
             }
-            Path::Managed(fd) => once(fd, Interest::Readable, op(fd.dontwait())),
+            Path::Polled(fd) | Path::Managed(fd) => once(fd, Interest::Readable, op(dontwait(fd))),
         }
     }
 
@@ -196,8 +196,7 @@ hook! {
         match path(fd) {
             Path::Pass => pass(fd, Interest::Readable, op(0)),
             Path::File(_) => op(0)(),
-            Path::Polled(fd) => polled(fd, Interest::Readable, op(0)),
-            Path::Managed(fd) => once(fd, Interest::Readable, op(fd.dontwait())),
+            Path::Polled(fd) | Path::Managed(fd) => once(fd, Interest::Readable, op(dontwait(fd))),
         }
     }
 
@@ -207,7 +206,7 @@ hook! {
     /// passed.
     #[gate(flags & libc::MSG_DONTWAIT == 0 && n != 0)]
     [io] fn recvmmsg(fd: c_int, v: *mut mmsghdr, n: c_uint, flags: c_int, t: *mut timespec) -> c_int {
-        let Path::Managed(on) = path(fd) else {
+        let (Path::Managed(on) | Path::Polled(on)) = path(fd) else {
             // SAFETY: forwarded unchanged.
             return unsafe { recvmmsg::real(fd, v, n, flags, t) };
         };
@@ -223,7 +222,7 @@ hook! {
                     fd,
                     v.add(got as usize),
                     n - got,
-                    (flags & !libc::MSG_WAITFORONE) | on.dontwait(),
+                    (flags & !libc::MSG_WAITFORONE) | dontwait(on),
                     std::ptr::null_mut(),
                 ) as ssize_t
             });
@@ -253,9 +252,8 @@ hook! {
         match path(fd) {
             Path::Pass => pass_all(fd, n, from(0)),
             Path::File(_) => from(0)(0, n),
-            Path::Polled(fd) => polled_all(fd, n, from(0)),
-            Path::Managed(fd) => {
-                let from = from(fd.dontwait());
+            Path::Polled(fd) | Path::Managed(fd) => {
+                let from = from(dontwait(fd));
                 all(fd, || n, |done| from(done, n - done))
             }
         }
@@ -280,9 +278,9 @@ hook! {
             }
         };
         match path(fd) {
-            Path::Managed(fd) => all(fd, || n, from(fd.dontwait())),
+            Path::Polled(fd) | Path::Managed(fd) => all(fd, || n, from(dontwait(fd))),
             Path::Pass => pass_all(fd, n, |done, _| from(0)(done)),
-            _ => from(0)(0),
+            Path::File(_) => from(0)(0),
         }
     }
 
@@ -301,11 +299,11 @@ hook! {
             return op(0)();
         }
         let on = match path(fd) {
-            Path::Managed(on) => on,
+            Path::Polled(on) | Path::Managed(on) => on,
             Path::Pass => return pass(fd, Interest::Writable, op(0)),
-            _ => return op(0)(),
+            Path::File(_) => return op(0)(),
         };
-        let more = on.dontwait();
+        let more = dontwait(on);
         // SAFETY: read only after the kernel accepted the msghdr and its
         // iovecs on the first call (see `all`).
         let total = || unsafe { iov_total((*msg).msg_iov, (*msg).msg_iovlen as c_int) }.max(1);
@@ -333,8 +331,8 @@ hook! {
         // SAFETY: forwarded unchanged, possibly several times.
         let op = move |more: c_int| move || unsafe { sendmmsg::real(fd, v, n, flags | more) } as ssize_t;
         match path(fd) {
-            Path::Managed(fd) => once(fd, Interest::Writable, op(fd.dontwait())) as c_int,
-            _ => op(0)() as c_int,
+            Path::Polled(fd) | Path::Managed(fd) => once(fd, Interest::Writable, op(dontwait(fd))) as c_int,
+            Path::Pass | Path::File(_) => op(0)() as c_int,
         }
     }
 
@@ -477,8 +475,22 @@ hook! {
     }
 }
 
+/// The flag a socket call's try adds on `fd`: `MSG_DONTWAIT` unless the fd
+/// is non-blocking underneath already (a managed pipe or listener, or a
+/// socket of the old way). A foreign blocking fd ([`Path::Polled`]) gets
+/// it too: the call itself then never holds the hub, and on a non-socket
+/// it fails with `ENOTSOCK` whatever its flags, as it would have.
+fn dontwait(fd: Fd) -> c_int {
+    if fd.flags() & fdtable::MANAGED == 0 {
+        libc::MSG_DONTWAIT
+    } else {
+        fd.dontwait()
+    }
+}
+
 /// `MSG_WAITALL`: keep receiving until n bytes, EOF, or an error.
 fn recv_all(fd: Fd, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
+    // `flags` carries our `MSG_DONTWAIT` if the tries need it.
     let mut done = 0usize;
     while done < n {
         // SAFETY: stays within the caller's buffer of n bytes.
@@ -487,7 +499,7 @@ fn recv_all(fd: Fd, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
                 fd.raw(),
                 buf.cast::<u8>().add(done).cast(),
                 n - done,
-                (flags & !libc::MSG_WAITALL) | fd.dontwait(),
+                flags & !libc::MSG_WAITALL,
             )
         });
         if r < 0 {
