@@ -28,19 +28,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-static atomic_int ticks;
-static atomic_int stop;
-static struct sockaddr_in addr;
+#define TICKER_MS 50
+#include "ticker.h"
 
-static void *ticker(void *arg)
-{
-    (void)arg;
-    while (!atomic_load(&stop)) {
-        usleep(50000);
-        atomic_fetch_add(&ticks, 1);
-    }
-    return NULL;
-}
+static struct sockaddr_in addr;
 
 static void *client(void *arg)
 {
@@ -62,15 +53,15 @@ static void *accept_once(void *who)
 {
     pthread_t cl;
     pthread_create(&cl, NULL, client, NULL);
-    int before = atomic_load(&ticks);
+    long before = atomic_load(&ticker_count);
     int s = accept(listener, NULL, NULL);
-    int during = atomic_load(&ticks) - before;
+    long during = atomic_load(&ticker_count) - before;
     int fl = fcntl(listener, F_GETFL);
     printf("%s: accepted %s, ticker ran meanwhile: %s, listener %s\n", (const char *)who,
            s >= 0 ? "yes" : "no", during >= 3 ? "yes" : "no", fl & O_NONBLOCK ? "O_NONBLOCK" : "blocking");
     fflush(stdout);
     if (during < 3)
-        fprintf(stderr, "%s: %d ticks during the accept\n", (const char *)who, during);
+        fprintf(stderr, "%s: %ld ticks during the accept\n", (const char *)who, during);
     pthread_join(cl, NULL);
     close(s);
     return NULL;
@@ -110,14 +101,14 @@ static void connect_to_full_backlog(void)
     int c = (int)syscall(SYS_socket, AF_UNIX, SOCK_STREAM, 0);
     pthread_t a;
     pthread_create(&a, NULL, accept_later, NULL);
-    int before = atomic_load(&ticks);
+    long before = atomic_load(&ticker_count);
     int r = connect(c, (struct sockaddr *)&ua, ulen);
-    int during = atomic_load(&ticks) - before;
+    long during = atomic_load(&ticker_count) - before;
     printf("connect: connected %s (after %s queued), ticker ran meanwhile: %s, socket %s\n", r == 0 ? "yes" : "no",
            queued > 0 ? "some" : "none", during >= 3 ? "yes" : "no",
            fcntl(c, F_GETFL) & O_NONBLOCK ? "O_NONBLOCK" : "blocking");
     if (during < 3)
-        fprintf(stderr, "connect: %d ticks during the connect\n", during);
+        fprintf(stderr, "connect: %ld ticks during the connect\n", during);
     pthread_join(a, NULL);
 }
 
@@ -132,14 +123,12 @@ int main(void)
         perror("listener");
         return 1;
     }
-    pthread_t t;
-    pthread_create(&t, NULL, ticker, NULL);
+    pthread_t t = ticker_start();
     accept_once("main");
     pthread_t a;
     pthread_create(&a, NULL, accept_once, "thread");
     pthread_join(a, NULL);
     connect_to_full_backlog();
-    atomic_store(&stop, 1);
-    pthread_join(t, NULL);
+    ticker_stop(t);
     return 0;
 }
