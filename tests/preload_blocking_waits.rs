@@ -41,3 +41,14 @@ fn message_queues_and_msync_wait_on_the_offload_pool() {
         check(mode);
     }
 }
+
+/// Two threads meet at a FIFO, each end opened with a blocking `open`,
+/// `openat`, `creat` or `fopen`, the reader first or the writer first: the
+/// open waits on the hub, not in the kernel (it opens without waiting and
+/// the first read waits, or the writer tries again until a reader has
+/// it), and a ticker runs meanwhile. Unhooked, the first open held the hub
+/// and the other end never came: the program hung.
+#[test]
+fn opening_a_fifo_waits_on_the_hub() {
+    differential_ticking("fifo_open", &[]);
+}

@@ -48,6 +48,8 @@ pub mod fd;
 #[cfg(greenhook_linux_hooks)]
 pub(crate) mod fdwait;
 #[cfg(greenhook_linux_hooks)]
+pub mod fifo;
+#[cfg(greenhook_linux_hooks)]
 pub mod file;
 #[cfg(greenhook_linux_hooks)]
 pub mod fortify;

@@ -69,6 +69,8 @@ mod printf;
 
 // The fortified forms (`__fgets_chk`, `__fread_chk`) end in these.
 pub(crate) use input::{fgets, fgets_unlocked, fread, fread_unlocked};
+// `fopen` of a FIFO ends in this (see `crate::fifo`).
+pub(crate) use output::fdopen;
 
 extern "C" {
     static mut stdin: *mut FILE;
