@@ -6,6 +6,9 @@
 //! smaller sizes). Needs `strace` for the syscall row (skipped without it).
 //!
 //! 1. hooked `read`/`write` on a ready fd vs the raw calls (target ≤ 1.05×);
+//!    `open`+`close` and `fopen`+`fclose` of a small file in a thread
+//!    (`tests/c/bench_open.c`; no target: the price of opening a FIFO
+//!    without holding the hub, one `fcntl` an open);
 //! 2. system calls per blocking socketpair round trip between two threads
 //!    (target ≤ 8 patched vs 4 unpatched);
 //! 3. 10,000 threads × `usleep(10 ms)`: unpatched / patched wall time
@@ -165,6 +168,14 @@ fn sync_pingpong(mode: &str) -> [f64; 4] {
     runs.map(median)
 }
 
+/// One `bench_open` mode (`open`, `fopen`): medians of interleaved
+/// unpatched and patched runs, in ns per open and close in a thread.
+fn open_mode(mode: &str) -> (f64, f64) {
+    let bin = util::compile("bench_open");
+    let n = if quick() { "20000" } else { "200000" };
+    interleaved(&bin, &[mode, n], &[mode, n], "ns")
+}
+
 /// One uncontended `bench_sync` mode (`mutex`, `rwlock`): medians of
 /// interleaved unpatched and patched runs, in ns per lock+unlock pair.
 fn sync_mode(mode: &str) -> (f64, f64) {
@@ -236,6 +247,13 @@ fn main() {
         p,
         p / u
     );
+    for (mode, label) in [
+        ("open", "open+close of a small file, in a thread"),
+        ("fopen", "fopen+fclose of a small file, in a thread"),
+    ] {
+        let (u, p) = open_mode(mode);
+        println!("{label:<52} {u:>9.1} ns {p:>9.1} ns {:>7.3}×", p / u);
+    }
     match (syscalls_per_round_trip(false), syscalls_per_round_trip(true)) {
         (Some(u), Some(p)) => {
             println!(
