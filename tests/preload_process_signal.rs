@@ -146,6 +146,7 @@ fn a_child_execd_on_a_pipe_loses_no_output() {
         "scm",
         "fork-cloexec-socket",
         "scm-socket",
+        "popen-fd",
     ] {
         let (_, patched) = differential("proc_exec_pipe", &["20000", how]);
         assert!(patched.stdout.starts_with("lines=20000 "), "{how}: {}", patched.stdout);

@@ -183,7 +183,7 @@ fn forked() -> pid_t {
 
 /// The spawn hooks' body: `spawn` runs with the caller's inheritable pipes
 /// swapped for blocking descriptions.
-fn spawned(spawn: impl FnOnce() -> c_int) -> c_int {
+fn spawned<R>(spawn: impl FnOnce() -> R) -> R {
     let pipes = crate::fd::blocking_pipes_for_spawn();
     let r = spawn();
     pipes.restore();
@@ -316,6 +316,16 @@ hook! {
     ) -> c_int {
         // SAFETY: forwarded unchanged.
         spawned(|| unsafe { posix_spawn::real(pid, path, fa, attr, argv, envp) })
+    }
+
+    /// `popen(3)`: glibc spawns the shell itself, out of the
+    /// `posix_spawn` hook's sight; a pipe the shell would inherit
+    /// non-blocking underneath is given to it blocking, as around
+    /// `posix_spawn` (the call does not yield: no fiber sees the swap).
+    #[gate(patched())]
+    [process] fn popen(cmd: *const c_char, mode: *const c_char) -> *mut c_void {
+        // SAFETY: forwarded unchanged.
+        spawned(|| unsafe { popen::real(cmd, mode) })
     }
 
     /// `posix_spawnp(3)`: like [`posix_spawn()`].

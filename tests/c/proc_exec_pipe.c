@@ -7,7 +7,7 @@
  *
  * usage: proc_exec_pipe [LINES] [fork|spawn|fork-fd|spawn-fd|fork-noexec|
  *                                  fork-cloexec|scm|fork-cloexec-socket|
- *                                  scm-socket]
+ *                                  scm-socket|popen-fd]
  *        (default 20000 lines, about 250 KB; fork: fork + dup2 + execlp,
  *        spawn: posix_spawnp with a dup2 action; the -fd forms leave the
  *        pipe where pipe() put it, fd 3 or above, and the child writes
@@ -21,7 +21,9 @@
  *        the shell on the fd it received; fork-cloexec-socket and
  *        scm-socket: the same with a socketpair in place of the pipe, which
  *        cannot be given a description of its own: greenhook in the exec'd
- *        shell recognises it by its mark)
+ *        shell recognises it by its mark; popen-fd: the shell of a
+ *        popen(), which glibc spawns out of the posix_spawn hook's sight,
+ *        writes to the pipe it inherited at fd 3 or above)
  * stdout: "lines=<n> last=<last line>" and the child's exit status.
  */
 #define _GNU_SOURCE
@@ -34,6 +36,9 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* The popen-fd mode's stream (its shell is reaped by pclose). */
+static FILE *popened;
 
 static void *idle_thread(void *arg)
 {
@@ -142,7 +147,7 @@ int main(int argc, char **argv)
         perror("pipe");
         return 1;
     }
-    int at_fd = !strcmp(how, "fork-fd") || !strcmp(how, "spawn-fd") || cloexec;
+    int at_fd = !strcmp(how, "fork-fd") || !strcmp(how, "spawn-fd") || cloexec || !strcmp(how, "popen-fd");
     char script[160];
     make_script(script, sizeof script, lines, at_fd ? p[1] : -1);
     pid_t pid;
@@ -161,6 +166,13 @@ int main(int argc, char **argv)
             return 1;
         }
         posix_spawn_file_actions_destroy(&fa);
+    } else if (!strcmp(how, "popen-fd")) {
+        popened = popen(script, "r");
+        if (!popened) {
+            perror("popen");
+            return 1;
+        }
+        pid = 0;
     } else if (!strcmp(how, "fork-noexec")) {
         pid = fork();
         if (pid == 0) {
@@ -208,7 +220,10 @@ static int drain(int fd, pid_t pid)
         usleep(200); /* drain slowly so the pipe fills up */
     }
     int st = 0;
-    waitpid(pid, &st, 0);
+    if (popened)
+        st = pclose(popened);
+    else
+        waitpid(pid, &st, 0);
     printf("lines=%ld last=%s status=%d\n", n, last, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     return 0;
 }
