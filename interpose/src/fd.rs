@@ -32,19 +32,10 @@ hook! {
     /// `socket(2)`.
     #[gate(patched())]
     [fd] fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
-        let user_nb = ty & libc::SOCK_NONBLOCK != 0;
-        if crate::nowait::supported() {
-            // SAFETY: plain value arguments.
-            let fd = unsafe { socket::real(domain, ty, proto) };
-            if fd >= 0 {
-                fdtable::set_managed_nowait(fd, user_nb);
-            }
-            return fd;
-        }
         // SAFETY: plain value arguments.
-        let fd = unsafe { socket::real(domain, ty | libc::SOCK_NONBLOCK, proto) };
+        let fd = unsafe { socket::real(domain, ty | socket_nonblock(), proto) };
         if fd >= 0 {
-            fdtable::set_managed(fd, user_nb, true);
+            managed_socket(fd, ty & libc::SOCK_NONBLOCK != 0);
         }
         fd
     }
@@ -52,20 +43,13 @@ hook! {
     /// `socketpair(2)`.
     #[gate(patched())]
     [fd] fn socketpair(domain: c_int, ty: c_int, proto: c_int, sv: *mut c_int) -> c_int {
-        let user_nb = ty & libc::SOCK_NONBLOCK != 0;
-        let nowait = crate::nowait::supported();
-        let ours = if nowait { 0 } else { libc::SOCK_NONBLOCK };
         // SAFETY: sv is the caller's int[2]; the kernel checks it (EFAULT).
-        let r = unsafe { socketpair::real(domain, ty | ours, proto, sv) };
+        let r = unsafe { socketpair::real(domain, ty | socket_nonblock(), proto, sv) };
         if r == 0 {
             // SAFETY: on success the kernel wrote both entries.
             let (a, b) = unsafe { (*sv, *sv.add(1)) };
             for fd in [a, b] {
-                if nowait {
-                    fdtable::set_managed_nowait(fd, user_nb);
-                } else {
-                    fdtable::set_managed(fd, user_nb, true);
-                }
+                managed_socket(fd, ty & libc::SOCK_NONBLOCK != 0);
             }
         }
         r
@@ -284,6 +268,27 @@ hook! {
     }
 }
 
+/// What a socket-creating call (`socket`, `socketpair`, `accept4`) adds to
+/// the caller's flags: `SOCK_NONBLOCK`, unless sockets stay blocking
+/// underneath ([`crate::nowait`]).
+pub(crate) fn socket_nonblock() -> c_int {
+    if crate::nowait::supported() {
+        0
+    } else {
+        libc::SOCK_NONBLOCK
+    }
+}
+
+/// Records a socket just made with [`socket_nonblock`] added as managed;
+/// `user_nb`: the caller asked for `SOCK_NONBLOCK`.
+pub(crate) fn managed_socket(fd: c_int, user_nb: bool) {
+    if crate::nowait::supported() {
+        fdtable::set_managed_nowait(fd, user_nb);
+    } else {
+        fdtable::set_managed(fd, user_nb, true);
+    }
+}
+
 /// Records both fds of a new pair as managed (non-blocking underneath).
 ///
 /// # Safety
@@ -351,7 +356,7 @@ fn fcntl_on(fd: c_int, cmd: c_int, arg: usize) -> c_int {
             // SAFETY: F_GETFL takes no argument.
             let r = unsafe { fcntl::real(fd, cmd, 0) };
             if r >= 0 && view.flags() & fdtable::USER_NONBLOCK == 0 {
-                r & !(libc::O_NONBLOCK | if view.flags() & fdtable::SOCKET != 0 { MARK } else { 0 })
+                r & !ours(view)
             } else {
                 r
             }
@@ -378,14 +383,9 @@ fn fcntl_on(fd: c_int, cmd: c_int, arg: usize) -> c_int {
             let user_nb = arg as c_int & libc::O_NONBLOCK != 0;
             // Our O_NONBLOCK, and on a socket our mark with it; the user's
             // own O_NONBLOCK goes without the mark.
-            let ours = libc::O_NONBLOCK
-                | if !user_nb && view.flags() & fdtable::SOCKET != 0 {
-                    MARK
-                } else {
-                    0
-                };
+            let add = if user_nb { libc::O_NONBLOCK } else { ours(view) };
             // SAFETY: F_SETFL takes an int; we keep O_NONBLOCK set underneath.
-            let r = unsafe { fcntl::real(fd, cmd, arg | ours as usize) };
+            let r = unsafe { fcntl::real(fd, cmd, arg | add as usize) };
             if r == 0 {
                 view.set_user_nonblock(user_nb);
             }
@@ -423,9 +423,8 @@ pub(crate) fn hand_back(fd: c_int) {
     // SAFETY: status flags of an open fd we manage.
     let st = unsafe { fcntl::real(fd.raw(), libc::F_GETFL, 0) };
     if st >= 0 {
-        let ours = libc::O_NONBLOCK | if fd.flags() & fdtable::SOCKET != 0 { MARK } else { 0 };
         // SAFETY: as above; clears only O_NONBLOCK (and our mark).
-        unsafe { fcntl::real(fd.raw(), libc::F_SETFL, (st & !ours) as usize) };
+        unsafe { fcntl::real(fd.raw(), libc::F_SETFL, (st & !ours(fd)) as usize) };
         fd.unmanage();
     }
 }
@@ -545,26 +544,41 @@ pub(crate) fn private_pipes_after_fork() {
 /// `O_NONBLOCK`; the program's own `O_NONBLOCK` removes it.
 pub(crate) const MARK: c_int = libc::O_APPEND;
 
+/// The status flags greenhook adds underneath to a managed fd the user did
+/// not make non-blocking: `O_NONBLOCK`, and on a socket the [`MARK`] with
+/// it. `F_GETFL` hides them; `hand_back` clears them.
+fn ours(fd: Fd) -> c_int {
+    libc::O_NONBLOCK | if fd.flags() & fdtable::SOCKET != 0 { MARK } else { 0 }
+}
+
+/// Sets (`on`) or clears `flag` among the status flags of `fd`'s open file
+/// description, unless it is so already. Returns the flags it changed from
+/// (None: nothing changed, or `fd` is not open); keeps errno. Raw system
+/// calls: no hook of ours sees them.
+pub(crate) fn set_status_flag(fd: c_int, flag: c_int, on: bool) -> Option<c_int> {
+    let saved = crate::errno::get();
+    // SAFETY: F_GETFL only reads the status flags.
+    let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) } as c_int;
+    let changed = (fl >= 0 && (fl & flag != 0) != on).then(|| {
+        let to = if on { fl | flag } else { fl & !flag };
+        // SAFETY: the flags just read, with only `flag` changed.
+        unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_SETFL, to) };
+        fl
+    });
+    crate::errno::set(saved);
+    changed
+}
+
 /// Sets [`MARK`] on the description of `fd`, a managed socket the user did
 /// not make non-blocking.
 fn mark(fd: c_int) {
-    // SAFETY: F_GETFL only reads the status flags.
-    let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) };
-    if fl >= 0 && fl as c_int & MARK == 0 {
-        // SAFETY: adds a flag that does nothing on a socket.
-        unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_SETFL, fl as c_int | MARK) };
-    }
+    set_status_flag(fd, MARK, true);
 }
 
 /// Clears [`MARK`] from the description of `fd` (the user made it
 /// non-blocking: a receiver must see it so).
 fn unmark(fd: c_int) {
-    // SAFETY: F_GETFL only reads the status flags.
-    let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) };
-    if fl >= 0 && fl as c_int & MARK != 0 {
-        // SAFETY: removes only our mark.
-        unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_SETFL, fl as c_int & !MARK) };
-    }
+    set_status_flag(fd, MARK, false);
 }
 
 /// Whether `fd` is a managed socket non-blocking underneath that the user
@@ -590,14 +604,10 @@ fn listening(fd: Fd) {
         fd.unmanage();
         return;
     }
-    if fd.flags() & fdtable::USER_NONBLOCK == 0 {
-        // SAFETY: F_GETFL only reads the status flags.
-        let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd.raw(), libc::F_GETFL) };
-        if fl < 0 {
-            return;
-        }
-        // SAFETY: adds O_NONBLOCK to the flags just read.
-        unsafe { libc::syscall(libc::SYS_fcntl, fd.raw(), libc::F_SETFL, fl as c_int | libc::O_NONBLOCK) };
+    // Its description is blocking (ours, the user's O_NONBLOCK not set):
+    // no change means the fd is gone.
+    if fd.flags() & fdtable::USER_NONBLOCK == 0 && set_status_flag(fd.raw(), libc::O_NONBLOCK, true).is_none() {
+        return;
     }
     fd.set_nonblocking_underneath();
 }

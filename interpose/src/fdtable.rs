@@ -197,17 +197,6 @@ impl Fd {
         self.flags() & (MANAGED | KNOWN) == MANAGED | KNOWN
     }
 
-    /// `MSG_DONTWAIT` for a [`NOWAIT`] socket, else 0: the flag a socket
-    /// call's try adds.
-    #[inline]
-    pub fn dontwait(self) -> i32 {
-        if self.nowait() {
-            libc::MSG_DONTWAIT
-        } else {
-            0
-        }
-    }
-
     /// A [`NOWAIT`] socket (and its dups) whose description the caller
     /// has just made non-blocking underneath (it listens: `accept` has no
     /// per-call way not to wait): managed as a pipe is from now on.

@@ -80,7 +80,8 @@ pub(crate) fn path(fd: c_int) -> Path {
     let fd = known(fd);
     let f = fd.flags();
     if f & fdtable::MANAGED != 0 {
-        // A socket another greenhook made non-blocking (`examine`).
+        // A foreign socket taken as managed by `examine`: one another
+        // greenhook marked, or a blocking one adopted.
         return Path::Managed(fd);
     }
     if f & fdtable::KNOWN == 0 || f & fdtable::USER_NONBLOCK != 0 {

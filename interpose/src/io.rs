@@ -362,18 +362,16 @@ hook! {
     [io] fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
         // SAFETY: forwarded unchanged, possibly several times.
         let call = move || unsafe { connect::real(fd, addr, len) };
+        let (Path::Managed(on) | Path::Polled(on)) = path(fd) else {
+            return call();
+        };
         // A socket that stays blocking underneath, ours or one greenhook
         // did not create, is made non-blocking for each call.
-        let (on, foreign) = match path(fd) {
-            Path::Managed(on) => (on, false),
-            Path::Polled(on) => (on, true),
-            _ => return call(),
-        };
         let op = || {
-            if foreign {
+            if blocking_underneath(on) {
                 nowait::toggled(fd, call)
             } else {
-                nowait::nonblocking(on, call)
+                call()
             }
         };
         crate::cancel_point();
@@ -475,16 +473,23 @@ hook! {
     }
 }
 
-/// The flag a socket call's try adds on `fd`: `MSG_DONTWAIT` unless the fd
-/// is non-blocking underneath already (a managed pipe or listener, or a
-/// socket of the old way). A foreign blocking fd ([`Path::Polled`]) gets
-/// it too: the call itself then never holds the hub, and on a non-socket
-/// it fails with `ENOTSOCK` whatever its flags, as it would have.
+/// Whether the description of `fd` (managed or [`Path::Polled`]) is
+/// blocking, so a try on it must ask for no wait itself: a socket of ours
+/// that stays so ([`fdtable::NOWAIT`]), or a foreign blocking fd; not a
+/// managed pipe or listener, or a socket of the old way.
+fn blocking_underneath(fd: Fd) -> bool {
+    fd.flags() & fdtable::MANAGED == 0 || fd.nowait()
+}
+
+/// The flag a socket call's try adds on `fd`: `MSG_DONTWAIT` where the
+/// description is [`blocking_underneath`]. On a foreign fd that is not a
+/// socket the call fails with `ENOTSOCK` whatever its flags, as it would
+/// have.
 fn dontwait(fd: Fd) -> c_int {
-    if fd.flags() & fdtable::MANAGED == 0 {
+    if blocking_underneath(fd) {
         libc::MSG_DONTWAIT
     } else {
-        fd.dontwait()
+        0
     }
 }
 
@@ -527,9 +532,7 @@ fn send_file(out: c_int, inp: c_int, off: *mut libc::off_t, n: size_t) -> ssize_
 /// `accept4` and `accept`: waits for a connection on a listener we manage;
 /// the accepted socket is managed, with the caller's flags kept aside.
 fn accepted(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -> c_int {
-    let user_nb = flags & libc::SOCK_NONBLOCK != 0;
-    let nowait = crate::nowait::supported();
-    let ours = if nowait { 0 } else { libc::SOCK_NONBLOCK };
+    let ours = crate::fd::socket_nonblock();
     // SAFETY: forwarded, with SOCK_NONBLOCK added for the new socket
     // unless it stays blocking underneath.
     let call = || unsafe { accept4::real(fd, addr, len, flags | ours) } as ssize_t;
@@ -541,11 +544,7 @@ fn accepted(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -
         _ => pass(fd, Interest::Readable, call),
     };
     if r >= 0 {
-        if nowait {
-            fdtable::set_managed_nowait(r as c_int, user_nb);
-        } else {
-            fdtable::set_managed(r as c_int, user_nb, true);
-        }
+        crate::fd::managed_socket(r as c_int, flags & libc::SOCK_NONBLOCK != 0);
     }
     r as c_int
 }

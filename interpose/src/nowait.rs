@@ -173,20 +173,13 @@ pub(crate) fn nonblocking<R>(fd: crate::fdtable::Fd, op: impl FnOnce() -> R) -> 
 /// already), then puts its flags back; errno is `op`'s. See
 /// [`nonblocking`].
 pub(crate) fn toggled<R>(fd: c_int, op: impl FnOnce() -> R) -> R {
-    let saved = errno::get();
-    // SAFETY: F_GETFL only reads the status flags.
-    let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) };
-    if fl < 0 || fl as c_int & libc::O_NONBLOCK != 0 {
-        errno::set(saved);
-        return op();
-    }
-    // SAFETY: adds O_NONBLOCK to flags just read; put back below.
-    unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_SETFL, fl as c_int | libc::O_NONBLOCK) };
-    errno::set(saved);
+    let before = crate::fd::set_status_flag(fd, libc::O_NONBLOCK, true);
     let r = op();
-    let e = errno::get();
-    // SAFETY: the flags read above.
-    unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_SETFL, fl as c_int) };
-    errno::set(e);
+    if let Some(fl) = before {
+        let e = errno::get();
+        // SAFETY: the flags `fd` had before.
+        unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_SETFL, fl) };
+        errno::set(e);
+    }
     r
 }
