@@ -110,3 +110,60 @@ fn a_woken_waiter_that_is_interrupted_first_is_skipped() {
     assert_eq!(rs, [Park::Interrupted, Park::Unparked]);
     assert!(list.is_empty());
 }
+
+#[test]
+fn an_interrupt_that_finds_the_waiter_already_woken_ends_its_next_wait() {
+    let list = leaked();
+    let second = leaked();
+    let log = Rc::new(RefCell::new(Vec::new()));
+    // The fiber parks, is woken, and (before it runs) asked to be
+    // interrupted: it cannot be woken twice, so its next wait ends at
+    // once, and only that one.
+    let h = greenhook::spawn(move || {
+        let first = list.park(what(list), 0, None);
+        let t0 = Instant::now();
+        let next = second.park(what(second), 0, Some((Instant::now() + Duration::from_secs(5)).into()));
+        let at_once = t0.elapsed() < Duration::from_secs(1);
+        let after = second.park(
+            what(second),
+            0,
+            Some((Instant::now() + Duration::from_millis(20)).into()),
+        );
+        (first, next, at_once, after)
+    });
+    greenhook::yield_now();
+    assert!(list.wake_one());
+    let mut soon = None;
+    hub::for_each_task(|t| {
+        if t.state() == hub::State::Runnable && !t.is_root() {
+            soon = Some(t.interrupt_soon());
+        }
+    });
+    assert_eq!(soon, Some(false), "a runnable fiber is not woken again");
+    assert_eq!(
+        h.join().unwrap(),
+        (Park::Unparked, Park::Interrupted, true, Park::TimedOut)
+    );
+    assert!(second.is_empty());
+
+    // Taken back before the wait: the wait is a plain one.
+    let h = greenhook::spawn(move || {
+        let first = list.park(what(list), 0, None);
+        hub::current().clear_interrupt();
+        let next = second.park(
+            what(second),
+            0,
+            Some((Instant::now() + Duration::from_millis(20)).into()),
+        );
+        log.borrow_mut().push(1);
+        (first, next)
+    });
+    greenhook::yield_now();
+    assert!(list.wake_one());
+    hub::for_each_task(|t| {
+        if t.state() == hub::State::Runnable && !t.is_root() {
+            t.interrupt_soon();
+        }
+    });
+    assert_eq!(h.join().unwrap(), (Park::Unparked, Park::TimedOut));
+}

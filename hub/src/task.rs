@@ -93,6 +93,9 @@ pub struct Task {
     pub(crate) prio: Cell<u32>,
     /// Its links in the hub's run queue, while it is queued.
     pub(crate) queue: crate::list::Links<Task>,
+    /// Set by [`Task::interrupt_soon`] while the task was not in a wait it
+    /// could be woken from: its next interruptible wait ends at once.
+    interrupt_due: Cell<bool>,
 }
 
 impl Task {
@@ -116,6 +119,7 @@ impl Task {
             hooks: Cell::new(1),
             prio: Cell::new(0),
             queue: crate::list::Links::new(),
+            interrupt_due: Cell::new(false),
         }
     }
 
@@ -216,6 +220,30 @@ impl Task {
         };
         Hub::get().wake(&w, Wake::Interrupted)
     }
+
+    /// [`Task::interrupt`], or, if the task cannot be woken now (it is
+    /// runnable: woken from a wait but not yet back in it; or it waits on
+    /// another OS thread), its next wait that could be interrupted ends
+    /// with [`Wake::Interrupted`] at once, before it blocks: what it must
+    /// act on (a signal due for it) is not lost to a wake-up that came
+    /// first. The running task is left alone (it is where it would act
+    /// on it), as is a finished one. [`Task::clear_interrupt`] takes the
+    /// request back once acted on. Returns whether it was woken now.
+    pub fn interrupt_soon(self: &Rc<Task>) -> bool {
+        match self.state.get() {
+            State::Blocked if self.waiting.get() != Waiting::Remote => self.interrupt(),
+            State::Blocked | State::Runnable => {
+                self.interrupt_due.set(true);
+                false
+            }
+            State::Running | State::Finished => false,
+        }
+    }
+
+    /// Forgets an [`Task::interrupt_soon`] request not yet acted on.
+    pub fn clear_interrupt(&self) {
+        self.interrupt_due.set(false);
+    }
 }
 
 /// A registration to wake `task` if it is still in the wait that `seq` names.
@@ -241,6 +269,9 @@ impl Hub {
     /// deadline, a timer wakes it with `TimedOut`.
     #[inline(always)]
     pub(crate) fn block(&self, cur: &Rc<Task>, deadline: Option<Deadline>) -> Wake {
+        if cur.interrupt_due.get() && cur.waiting.get() != Waiting::Remote {
+            return Self::interrupted_before_blocking(cur);
+        }
         if let Some(d) = deadline {
             self.arm_timer(cur, d);
         }
@@ -269,6 +300,20 @@ impl Hub {
         }
         cur.waiting.set(Waiting::Nothing);
         reason
+    }
+
+    /// An [`Task::interrupt_soon`] request met the wait `cur` just
+    /// prepared: it ends as if interrupted the moment it began (the
+    /// registrations made for it are stale, as after any wake-up).
+    #[cold]
+    #[inline(never)]
+    fn interrupted_before_blocking(cur: &Task) -> Wake {
+        cur.interrupt_due.set(false);
+        cur.seq.set(cur.seq.get() + 1);
+        cur.reason.set(Wake::Interrupted);
+        cur.state.set(State::Running);
+        cur.waiting.set(Waiting::Nothing);
+        Wake::Interrupted
     }
 
     /// Makes the switch away from `me`, the running fiber or the root, which

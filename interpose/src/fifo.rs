@@ -100,9 +100,13 @@ fn open_not_waiting(flags: c_int, open: impl Fn(c_int) -> c_int, fifo: impl Fn()
                 // A FIFO with no reader yet: look again shortly, letting
                 // the hub run.
                 looked = true;
-                // A handler without SA_RESTART ends the wait with EINTR,
-                // as it ends the blocking open's.
-                if crate::time::sleep_for(nap).is_err() && !crate::signal::restart_after_interrupt() {
+                // A handler without SA_RESTART (it runs in the sleep) ends
+                // the wait with EINTR, as it ends the blocking open's; so
+                // does a cancellation that was not acted on.
+                let mark = crate::signal::HandlerMark::now();
+                if crate::time::sleep_for(nap).is_err()
+                    && (mark.since().interrupts || crate::thread::cancel::due_here())
+                {
                     return errno::fail(libc::EINTR);
                 }
                 nap = (nap * 2).min(Duration::from_millis(1));

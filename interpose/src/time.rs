@@ -17,24 +17,44 @@ use crate::hook::hook;
 
 /// Sleeps cooperatively until `at` (`None`: for ever), a cancellation
 /// point on the way in and, when interrupted, on the way out; false when
-/// interrupted (a signal, or a cancellation that was not acted on).
+/// a signal handler ran meanwhile (the kernel's sleeps then end with
+/// `EINTR`, whatever `SA_RESTART` says; the handlers run here) or a
+/// cancellation that was not acted on is due. An interruption that
+/// brought neither (the signal went to another thread) sleeps on.
 fn sleep_until(at: Option<hub::Deadline>) -> bool {
     crate::cancel_point();
-    let done = match at {
-        Some(at) => hub::sleep_interruptible(at),
-        None => {
-            hub::sleep_forever();
-            false
+    loop {
+        let done = match at {
+            Some(at) => hub::sleep_interruptible(at),
+            None => {
+                hub::sleep_forever();
+                false
+            }
+        };
+        if done {
+            return true;
         }
-    };
-    if !done {
         crate::cancel_point();
+        if interrupts_a_sleep() {
+            return false;
+        }
     }
-    done
 }
 
-/// Sleeps cooperatively; `Err(remaining)` when interrupted (a signal, or a
-/// cancellation that was not acted on).
+/// After a sleep was interrupted: runs the handlers due for the caller and
+/// says whether the sleep ends (see [`sleep_until`]).
+#[cfg(greenhook_linux_hooks)]
+fn interrupts_a_sleep() -> bool {
+    crate::signal::run_pending().handler || crate::thread::cancel::due_here()
+}
+
+#[cfg(not(greenhook_linux_hooks))]
+fn interrupts_a_sleep() -> bool {
+    true
+}
+
+/// Sleeps cooperatively; `Err(remaining)` when interrupted (a handler ran,
+/// or a cancellation that was not acted on is due: see [`sleep_until`]).
 pub(crate) fn sleep_for(d: Duration) -> Result<(), Duration> {
     let deadline = deadline::after(d);
     if sleep_until(deadline.map(Into::into)) {

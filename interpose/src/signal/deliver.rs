@@ -310,12 +310,14 @@ fn nudge(st: &state::State, id: u64) {
     if !(st.due(id) || wanted) {
         return;
     }
-    // The running context is not blocked (the root in the hub's loop is:
-    // it waits in some call).
+    // The running context is left alone: it is at a safe point (the root
+    // in the hub's loop is not: it is blocked in some call). A context
+    // woken from its wait but not yet back in it (its timer fired in the
+    // turn this signal arrived in) would miss this, and, in a hook that
+    // waits again (a retry loop), keep the signal held until the hook
+    // returns: its next wait ends at once instead.
     if let Some(t) = st.task(id) {
-        if t.state() == hub::State::Blocked {
-            t.interrupt();
-        }
+        t.interrupt_soon();
     }
 }
 
@@ -534,6 +536,8 @@ fn run_pending_slow() -> Ran {
     let depth = hub::internal::enter_hook();
     place(Some(hub::current_id()));
     let ran = run_due();
+    // What was due here has run: a wait need not end for it any more.
+    hub::current().clear_interrupt();
     // SAFETY: ours, in this context (the handlers ran in it), left once.
     unsafe { depth.leave() };
     errno::set(e);

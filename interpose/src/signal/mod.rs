@@ -615,8 +615,8 @@ pub(crate) fn restart_after_interrupt() -> bool {
 
 /// The handlers that have run in the calling thread so far: a wait that
 /// the kernel ends with `EINTR` after a handler, where the hub's wait runs
-/// the handler and goes on (a lock-like wait: semaphores), compares two
-/// marks. glibc's `sem_wait` fails with `EINTR` after a handler without
+/// the handler and goes on (a lock-like wait: semaphores; the short sleeps
+/// between a FIFO open's tries), compares two marks. glibc's `sem_wait` fails with `EINTR` after a handler without
 /// `SA_RESTART`, `sem_timedwait` after any handler.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct HandlerMark {
@@ -624,7 +624,6 @@ pub(crate) struct HandlerMark {
     interrupting: u64,
 }
 
-#[allow(dead_code)] // for the semaphore waits (see the lead's sync work)
 impl HandlerMark {
     /// The calling thread's count now.
     pub(crate) fn now() -> HandlerMark {
