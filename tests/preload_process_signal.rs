@@ -13,6 +13,17 @@ fn system_in_three_threads_takes_one_second_not_three() {
     assert!((1000..2000).contains(&ms), "{ms} ms");
 }
 
+/// `system` as glibc makes it, from hooked parts: a managed pipe reaches
+/// the shell blocking (13,457 of 20,000 lines arrived before), eight
+/// threads' shells run at once (four did: the offload pool's size), a
+/// cancelled caller's shell is killed (the call ran to its end), and the
+/// signal handling matches glibc's: what the shell gets, SIGCHLD blocked
+/// in the caller alone, SIGINT/SIGQUIT ignored meanwhile and put back.
+#[test]
+fn system_spawns_and_waits_as_glibc_does() {
+    util::differential_ticking("system_calls", &[]);
+}
+
 #[test]
 fn popen_reads_with_read_do_not_stall_a_ticker() {
     let (_, patched) = differential("proc_children", &["popen_fd"]);

@@ -72,6 +72,8 @@ pub mod stdio;
 #[cfg(greenhook_linux_hooks)]
 pub mod sync;
 #[cfg(greenhook_linux_hooks)]
+pub mod system;
+#[cfg(greenhook_linux_hooks)]
 pub mod thread;
 pub mod time;
 // liburing is no libc: its functions have no place in the interpose table

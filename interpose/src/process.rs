@@ -1,5 +1,5 @@
-//! Child processes: `waitpid`, `wait`, `wait4`, `waitid`, `system`,
-//! `pclose`, `fork` and `vfork`.
+//! Child processes: `waitpid`, `wait`, `wait4`, `waitid`, `pclose`,
+//! `fork` and `vfork` (and `system`'s wait: see [`crate::system`]).
 //!
 //! - **Waiting for one child** (`pid > 0`, `P_PID`, `P_PIDFD`) uses a pidfd
 //!   (`pidfd_open`, a raw system call): the fiber waits on the hub until it
@@ -17,20 +17,7 @@
 //! - A user's `WNOHANG` passes straight through, as does every call outside
 //!   a cooperative context. While waiting, a signal handler installed
 //!   without `SA_RESTART` ends the wait with `EINTR` (see [`crate::signal`]).
-//! - `system` runs on the offload pool: glibc's `system` waits for the shell
-//!   with its internal `waitpid`, which no hook sees. Workers block every
-//!   signal; for the call the worker takes the calling fiber's mask (glibc
-//!   hands the mask it finds to the shell). Consequences: glibc blocks
-//!   SIGCHLD only in the *worker* thread's mask, so the calling fiber (and
-//!   every other fiber) can still receive SIGCHLD for that shell while the
-//!   call runs, as in any multi-threaded program; a process-directed signal
-//!   that arrives meanwhile may run its handler on the worker thread (then
-//!   it interrupts no fiber's call, though `pause`/`sigsuspend` waiters are
-//!   still woken); ignoring SIGINT and
-//!   SIGQUIT is process-wide anyway (glibc counts concurrent callers and
-//!   restores the dispositions after the last one), so that part is
-//!   unchanged. At most `GREENHOOK_POOL_SIZE` calls run at once; more wait
-//!   their turn.
+//! - `system` is ours, made of these hooks: see [`crate::system`].
 //! - `popen` is not hooked: its pipe is an ordinary (foreign) fd, and reads
 //!   through its `FILE` wait for readiness like any other foreign fd.
 //!   `pclose` first drops the hub's registration of that fd (the close
@@ -133,6 +120,36 @@ fn wait_loop<R: From<i8>>(pidfd: Option<c_int>, owned: bool, mut try_once: impl 
     }
     // A pending cancellation acts there, after the pidfd is closed.
     errno::after_wait(r, e)
+}
+
+/// Reaps child `pid` once it has exited, its status to `status` (may be
+/// null): `waitpid(pid, status, 0)` waiting on the hub, except that it
+/// never acts on a cancellation and is not restarted after a handler
+/// without `SA_RESTART`: both end it with `Err(EINTR)` (the caller,
+/// `system`, has clean-up to do first). Outside a cooperative context, the
+/// real blocking call.
+pub(crate) fn reap(pid: pid_t, status: *mut c_int) -> Result<pid_t, c_int> {
+    if !cooperative() {
+        // SAFETY: the caller's status pointer (or null).
+        let r = unsafe { waitpid::real(pid, status, 0) };
+        return if r < 0 { Err(errno::get()) } else { Ok(r) };
+    }
+    let pidfd = pidfd_open(pid);
+    let mut backoff = Duration::from_millis(1);
+    let r = loop {
+        // SAFETY: the caller's status pointer (or null).
+        let r = unsafe { waitpid::real(pid, status, libc::WNOHANG) };
+        if r != 0 {
+            break if r < 0 { Err(errno::get()) } else { Ok(r) };
+        }
+        if let Err(e) = wait_once(pidfd, &mut backoff) {
+            break Err(e);
+        }
+    };
+    if let Some(fd) = pidfd {
+        close_pidfd(fd);
+    }
+    r
 }
 
 /// Whether a pidfd can stand for this wait (a specific child, exits only).
@@ -239,32 +256,6 @@ hook! {
             // SAFETY: written by the kernel (or zeroed above).
             let found = r != 0 || unsafe { (*info).si_pid() } != 0;
             found.then_some(r)
-        })
-    }
-
-    /// `system(3)`: on the offload pool (see the module docs for the signal
-    /// consequences).
-    #[gate(cooperative())]
-    [process] fn system(cmd: *const c_char) -> c_int {
-        crate::cancel_point();
-        let cmd = cmd as usize;
-        let mask = crate::signal::current_mask();
-        offload(move || {
-            // Workers block every signal; glibc's `system` gives the shell
-            // the mask it finds, so lend it the caller's for the call.
-            // SAFETY: a zeroed sigset is a valid out buffer; both sets are
-            // valid; this is the worker's own mask.
-            let mut saved: libc::sigset_t = unsafe { std::mem::zeroed() };
-            // SAFETY: as above.
-            unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &mask, &mut saved) };
-            // SAFETY: the caller's string stays valid: offload does not
-            // return before the call has finished.
-            let r = unsafe { system::real(cmd as *const c_char) };
-            let e = errno::get();
-            // SAFETY: restores the worker's mask.
-            unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &saved, std::ptr::null_mut()) };
-            errno::set(e);
-            r
         })
     }
 
