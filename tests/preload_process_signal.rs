@@ -24,6 +24,15 @@ fn system_spawns_and_waits_as_glibc_does() {
     util::differential_ticking("system_calls", &[]);
 }
 
+/// `pclose` waits for its child on the hub: a handler runs during the wait
+/// (on the offload pool it ran only after it, so a child waiting for what
+/// the handler makes never ended), and the flush, statuses, a child reaped
+/// elsewhere first and eight threads at once match glibc's.
+#[test]
+fn pclose_waits_on_the_hub_as_glibc_waits() {
+    util::differential_ticking("popen_close", &[]);
+}
+
 #[test]
 fn popen_reads_with_read_do_not_stall_a_ticker() {
     let (_, patched) = differential("proc_children", &["popen_fd"]);

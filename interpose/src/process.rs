@@ -18,11 +18,11 @@
 //!   a cooperative context. While waiting, a signal handler installed
 //!   without `SA_RESTART` ends the wait with `EINTR` (see [`crate::signal`]).
 //! - `system` is ours, made of these hooks: see [`crate::system`].
-//! - `popen` is not hooked: its pipe is an ordinary (foreign) fd, and reads
-//!   through its `FILE` wait for readiness like any other foreign fd.
-//!   `pclose` first drops the hub's registration of that fd (the close
-//!   happens on another thread, where no hook sees it), then runs on the
-//!   offload pool, because it also waits with glibc's internal `waitpid`.
+//! - `popen`'s pipe is an ordinary (foreign) fd, and reads through its
+//!   `FILE` wait for readiness like any other foreign fd. `pclose` first
+//!   drops the hub's registration of that fd (glibc closes it internally,
+//!   where no hook sees it), then waits for the child on the hub: see
+//!   [`pclose_on_hub`].
 //! - `fork` in a cooperative process: the child keeps only the calling
 //!   context, as POSIX says. The hub is reset with
 //!   [`hub::reset_after_fork`]: other fibers are dropped (never resumed,
@@ -198,6 +198,75 @@ fn forked() -> pid_t {
     pid
 }
 
+/// `pclose` as glibc's makes it (`_IO_new_proc_close`: the stream's final
+/// flush, its fd closed, then `waitpid` for the child, retried after
+/// `EINTR`, with cancellation disabled), with the wait on the hub: the
+/// flush through the `fflush` hook, the pipe closed by putting `/dev/null`
+/// under the fd (the child sees EOF or `EPIPE` as when glibc closes it, and
+/// the fd stays open for glibc's own close), a wait for the child's pidfd
+/// to poll readable (it exited; not reaped), then glibc's `pclose`, whose
+/// `waitpid` reaps it at once. Signals that arrive meanwhile run their
+/// handlers and the wait goes on; a cancellation waits for the call's end.
+///
+/// None (nothing done but the flush) where it cannot: `f` is not a stream
+/// `popen` made, the flush failed (glibc's own flush then fails again and
+/// gives `pclose` its result), no pidfd (the child was reaped elsewhere,
+/// or an old kernel): the caller's offload way, glibc's all through.
+fn pclose_on_hub(f: *mut libc::FILE) -> Option<c_int> {
+    let pid = crate::stdio::popen_child(f)?;
+    let caller_errno = errno::get();
+    // SAFETY: the fflush hook on the caller's live FILE.
+    if crate::stdio::writes(f) && unsafe { crate::stdio::fflush(f) } != 0 {
+        errno::set(caller_errno);
+        return None;
+    }
+    let pidfd = pidfd_open(pid)?;
+    // SAFETY: a live FILE (the caller's).
+    let fd = unsafe { fileno(f.cast()) };
+    if !close_under(fd) {
+        close_pidfd(pidfd);
+        errno::set(caller_errno);
+        return None;
+    }
+    loop {
+        match hub::wait_fd(pidfd, hub::Interest::Readable, None) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                // Handlers run; neither EINTR nor cancellation ends it.
+                crate::signal::run_pending();
+            }
+            // Readable, or an error: glibc's waitpid then waits (if it
+            // must) in the kernel.
+            _ => break,
+        }
+    }
+    close_pidfd(pidfd);
+    errno::set(caller_errno);
+    // SAFETY: the caller's FILE, handed to glibc's pclose once (its lock
+    // taken cooperatively first).
+    Some(crate::stdio::coop_acquired(f, || unsafe { pclose::real(f.cast()) }))
+}
+
+/// Closes what `fd` refers to while keeping `fd` open: `/dev/null` goes
+/// under it (close-on-exec, until its owner closes it). Raw system calls:
+/// greenhook's own fd bookkeeping has nothing to do with it.
+fn close_under(fd: c_int) -> bool {
+    // SAFETY: raw system calls on a constant path and plain integers.
+    unsafe {
+        let null = libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            c"/dev/null".as_ptr(),
+            libc::O_RDWR | libc::O_CLOEXEC,
+        );
+        if null < 0 {
+            return false;
+        }
+        let moved = libc::syscall(libc::SYS_dup3, null, fd, libc::O_CLOEXEC) == fd as libc::c_long;
+        libc::syscall(libc::SYS_close, null);
+        moved
+    }
+}
+
 /// The spawn hooks' body: `spawn` runs with the caller's inheritable pipes
 /// swapped for blocking descriptions.
 fn spawned<R>(spawn: impl FnOnce() -> R) -> R {
@@ -259,8 +328,9 @@ hook! {
         })
     }
 
-    /// `pclose(3)`: forgets the pipe's registration, then waits for the child on
-    /// the offload pool.
+    /// `pclose(3)`: forgets the pipe's registration, then waits for the
+    /// child on the hub ([`pclose_on_hub`]), or, where it cannot, on the
+    /// offload pool.
     #[gate(patched())]
     [process] fn pclose(f: *mut c_void) -> c_int {
         if !f.is_null() {
@@ -271,6 +341,9 @@ hook! {
         if !can_yield() {
             // SAFETY: forwarded unchanged.
             return unsafe { pclose::real(f) };
+        }
+        if let Some(r) = pclose_on_hub(f.cast()) {
+            return r;
         }
         let f = f as usize;
         // SAFETY: the FILE is the caller's and nobody else uses it now.
@@ -316,7 +389,9 @@ hook! {
     #[gate(patched())]
     [process] fn popen(cmd: *const c_char, mode: *const c_char) -> *mut c_void {
         // SAFETY: forwarded unchanged.
-        spawned(|| unsafe { popen::real(cmd, mode) })
+        let f = spawned(|| unsafe { popen::real(cmd, mode) });
+        crate::stdio::popened(f.cast());
+        f
     }
 
     /// `posix_spawnp(3)`: like [`posix_spawn()`].

@@ -71,6 +71,8 @@ mod printf;
 pub(crate) use input::{fgets, fgets_unlocked, fread, fread_unlocked};
 // `fopen` of a FIFO ends in this (see `crate::fifo`).
 pub(crate) use output::fdopen;
+// `pclose` flushes with this first (see `crate::process`).
+pub(crate) use output::fflush;
 
 extern "C" {
     static mut stdin: *mut FILE;
@@ -116,6 +118,57 @@ struct IoLock {
 
 /// `_IO_ERR_SEEN`.
 const ERR_SEEN: c_int = 0x0020;
+/// `_IO_NO_WRITES`: a stream that is not open for writing.
+const NO_WRITES: c_int = 0x0008;
+
+/// Where glibc's `struct _IO_FILE_plus` keeps its jump table pointer: right
+/// after the 216-byte `struct _IO_FILE` (x86-64 and aarch64).
+const JUMPS_AT: usize = 216;
+
+/// glibc's `struct _IO_proc_file` (`libio/iopopen.c`), what `popen` makes:
+/// the `FILE`, its jump table pointer, then the child's pid.
+#[repr(C)]
+struct ProcFile {
+    file: [u8; JUMPS_AT],
+    jumps: *const libc::c_void,
+    pid: libc::pid_t,
+}
+
+/// The jump table of `popen`'s streams (`_IO_proc_jumps`, static in
+/// glibc), read off the first stream [`popened`] was told of: a `FILE`
+/// with it is a `ProcFile`. 0 until then.
+static PROC_JUMPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Learns the jump table of `popen`'s streams from `f`, one `popen` just
+/// made.
+pub(crate) fn popened(f: *mut FILE) {
+    if !f.is_null() {
+        // SAFETY: `popen` returned `f`: a live `_IO_proc_file`.
+        let jumps = unsafe { (*f.cast::<ProcFile>()).jumps };
+        PROC_JUMPS.store(jumps as usize, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The pid of the child of `f` if `f` is a stream `popen` made (its jump
+/// table is `popen`'s: see [`popened`]), else None.
+pub(crate) fn popen_child(f: *mut FILE) -> Option<libc::pid_t> {
+    let proc_jumps = PROC_JUMPS.load(std::sync::atomic::Ordering::Relaxed);
+    if f.is_null() || proc_jumps == 0 {
+        return None;
+    }
+    // SAFETY: a live glibc FILE (the caller's stdio contract): every one
+    // is at least a `struct _IO_FILE_plus`, so its jump table pointer is
+    // there to read; the pid only behind `popen`'s jump table.
+    unsafe {
+        let p = f.cast::<ProcFile>();
+        ((*p).jumps as usize == proc_jumps).then(|| (*p).pid)
+    }
+}
+
+/// Whether `f` is open for writing.
+pub(crate) fn writes(f: *mut FILE) -> bool {
+    flags(f) & NO_WRITES == 0
+}
 
 /// How a stream's fd is handled.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -191,7 +244,7 @@ fn coop_locked<R>(f: *mut FILE, op: impl FnOnce() -> R) -> R {
 /// Runs `op`, which locks `f` and frees it (`fclose`), once the lock is
 /// free for us: taken cooperatively and let go again at once (nothing else
 /// runs on this thread in between), since nothing of `f` is left after.
-fn coop_acquired<R>(f: *mut FILE, op: impl FnOnce() -> R) -> R {
+pub(crate) fn coop_acquired<R>(f: *mut FILE, op: impl FnOnce() -> R) -> R {
     if !f.is_null() && crate::gate::cooperative() {
         acquire(f);
         // SAFETY: taken just above.
