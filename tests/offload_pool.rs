@@ -90,3 +90,49 @@ fn remote_wakers_work_from_any_thread() {
     });
     assert!(t0.elapsed() >= Duration::from_millis(20));
 }
+
+/// An interruptible offload tells its caller of each interruption at once
+/// (and polls for the job's end from then on), yet returns only when the
+/// job has finished, with its result: the job may borrow the caller's
+/// stack.
+#[test]
+fn an_interruptible_offload_reports_interrupts_and_still_waits_for_the_job() {
+    let calls = Rc::new(Cell::new((0u32, 0u32)));
+    let c2 = calls.clone();
+    let h = greenhook::spawn(move || {
+        let borrowed = [7u64; 4];
+        let t0 = Instant::now();
+        let sum = hub::offload_interruptible(
+            || {
+                std::thread::sleep(Duration::from_millis(150));
+                borrowed.iter().sum::<u64>()
+            },
+            |interrupted| {
+                let (i, p) = c2.get();
+                c2.set(if interrupted { (i + 1, p) } else { (i, p + 1) });
+                if interrupted {
+                    // Reported while the job still runs.
+                    assert!(t0.elapsed() < Duration::from_millis(140), "{:?}", t0.elapsed());
+                }
+            },
+        );
+        (sum, t0.elapsed())
+    });
+    greenhook::sleep(Duration::from_millis(20));
+    let mut interrupted = false;
+    hub::for_each_task(|t| {
+        if !t.is_root() {
+            interrupted |= t.interrupt();
+        }
+    });
+    assert!(interrupted, "the offloading fiber was not interruptible");
+    let (sum, took) = h.join().unwrap();
+    assert_eq!(sum, 28);
+    assert!(
+        took >= Duration::from_millis(150),
+        "returned before the job ended: {took:?}"
+    );
+    let (interrupts, polls) = calls.get();
+    assert_eq!(interrupts, 1);
+    assert!(polls >= 1, "no look at the job's end after the interruption");
+}

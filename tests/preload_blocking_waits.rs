@@ -26,6 +26,18 @@ fn system_v_ipc_waits_on_the_offload_pool() {
     }
 }
 
+/// A handler runs while its thread waits for a file lock on the offload
+/// pool, and makes what the lock's holder (another process) waits for:
+/// the holder lets go and the wait takes the lock, as natively. The
+/// handler ran only after the wait before, so the two waited for each
+/// other until the holder gave up after 5 s.
+#[test]
+fn a_handler_runs_while_a_file_lock_waits() {
+    for mode in ["flock", "fcntl"] {
+        util::differential_ticking("lock_handler", &[mode]);
+    }
+}
+
 /// Pipes and sockets the shim made non-blocking underneath: `splice`,
 /// `tee` and `vmsplice` must wait (on the hub), not fail with `EAGAIN`.
 #[test]

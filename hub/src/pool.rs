@@ -10,6 +10,7 @@ use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crossbeam_queue::SegQueue;
 
@@ -141,37 +142,92 @@ where
     F: FnOnce() -> R + Send,
     R: Send,
 {
-    let hub = Hub::get();
-    bump(&hub.counters.offloads);
-    let slot = Arc::new(Slot {
-        done: AtomicBool::new(false),
-        value: UnsafeCell::new(None),
-    });
+    let slot = Slot::new();
+    wait_remote(|waker| submit_into(&slot, f, waker));
+    slot.take()
+}
+
+/// [`offload`] whose wait a [`Task::interrupt`](crate::Task::interrupt)
+/// does reach: `interrupted(true)` is called then, in the waiting task,
+/// and from then on `interrupted(false)` every few milliseconds (1 ms,
+/// doubling up to 8) until `f` has finished. `f` is never abandoned: the
+/// call still returns only once `f` has (so `f` may borrow from the
+/// caller's stack, as with [`offload`]); the callbacks are where the caller
+/// runs what the interruption is for, and may make `f` end early (a signal
+/// to the worker that makes its system call fail with `EINTR`: the
+/// callbacks that follow the first are for sending it again, in case it
+/// reached the worker before the call began).
+pub fn offload_interruptible<F, R>(f: F, mut interrupted: impl FnMut(bool)) -> R
+where
+    F: FnOnce() -> R + Send,
+    R: Send,
+{
+    let slot = Slot::new();
+    let key = Arc::as_ptr(&slot) as usize;
+    let first = crate::park_remote(key, None, |waker| submit_into(&slot, f, waker));
+    if first == crate::Park::Interrupted {
+        // The waker's wake-up is ignored from now on: look for the end.
+        let mut nap = Duration::from_millis(1);
+        let mut now_interrupted = true;
+        while !slot.done.load(Ordering::Acquire) {
+            interrupted(now_interrupted);
+            if slot.done.load(Ordering::Acquire) {
+                break;
+            }
+            now_interrupted = !crate::sleep_interruptible(Instant::now() + nap);
+            nap = (nap * 2).min(Duration::from_millis(8));
+        }
+    }
+    slot.take()
+}
+
+impl<R> Slot<R> {
+    fn new() -> Arc<Slot<R>> {
+        Arc::new(Slot {
+            done: AtomicBool::new(false),
+            value: UnsafeCell::new(None),
+        })
+    }
+
+    /// The job's result, once `done` (a panic resumed here).
+    fn take(&self) -> R {
+        // A remote wake can only come from the job's waker, after `done`;
+        // the interruptible wait saw `done` itself.
+        while !self.done.load(Ordering::Acquire) {
+            std::hint::spin_loop();
+        }
+        // SAFETY: done was observed with Acquire; the worker no longer
+        // touches it.
+        match unsafe { (*self.value.get()).take() } {
+            Some(Ok(v)) => v,
+            Some(Err(p)) => resume_unwind(p),
+            None => unreachable!("offload slot empty after completion"),
+        }
+    }
+}
+
+/// Queues `f` as a job that writes its result to `slot` and then drops
+/// `waker` (the caller's wake-up).
+fn submit_into<F, R>(slot: &Arc<Slot<R>>, f: F, waker: crate::RemoteWaker)
+where
+    F: FnOnce() -> R + Send,
+    R: Send,
+{
+    bump(&Hub::get().counters.offloads);
     let s2 = slot.clone();
-    wait_remote(|waker| {
-        let job: Box<dyn FnOnce() + Send + '_> = Box::new(move || {
-            let r = catch_unwind(AssertUnwindSafe(f));
-            // SAFETY: the only writer; see Slot.
-            unsafe { *s2.value.get() = Some(r) };
-            s2.done.store(true, Ordering::Release);
-            drop(waker);
-        });
-        // SAFETY: the job may borrow from the caller's frame; the caller
-        // blocks in this very call (uninterruptibly, see Task::interrupt)
-        // until the job has set `done`, so those borrows outlive the job.
-        let job: Job = unsafe { std::mem::transmute::<Box<dyn FnOnce() + Send + '_>, Job>(job) };
-        submit(job);
+    let job: Box<dyn FnOnce() + Send + '_> = Box::new(move || {
+        let r = catch_unwind(AssertUnwindSafe(f));
+        // SAFETY: the only writer; see Slot.
+        unsafe { *s2.value.get() = Some(r) };
+        s2.done.store(true, Ordering::Release);
+        drop(waker);
     });
-    // A remote wake can only come from the job's waker, after `done`.
-    while !slot.done.load(Ordering::Acquire) {
-        std::hint::spin_loop();
-    }
-    // SAFETY: done was observed with Acquire; the worker no longer touches it.
-    match unsafe { (*slot.value.get()).take() } {
-        Some(Ok(v)) => v,
-        Some(Err(p)) => resume_unwind(p),
-        None => unreachable!("offload slot empty after completion"),
-    }
+    // SAFETY: the job may borrow from the caller's frame; the caller waits
+    // in `offload` or `offload_interruptible` until the job has set `done`
+    // (neither returns before: see `Slot::take`), so those borrows outlive
+    // the job.
+    let job: Job = unsafe { std::mem::transmute::<Box<dyn FnOnce() + Send + '_>, Job>(job) };
+    submit(job);
 }
 
 #[cfg(target_os = "linux")]

@@ -13,9 +13,17 @@
 //! call costs one system call, as unpatched. The kernel checks the
 //! arguments in the first attempt, so bad input gets its answer unchanged.
 //!
-//! An offloaded wait cannot be interrupted by a signal or `pthread_cancel`
-//! aimed at the fiber (the worker blocks signals), as for the other offloaded
-//! calls; `pthread_cancel` acts when the call returns.
+//! A signal for the waiting fiber runs its handler at once, in the fiber,
+//! while the call goes on waiting on its worker: what the kernel does for
+//! a handler with `SA_RESTART` where the call is restartable (the file
+//! locks, the message queues). A handler that makes what the call waits
+//! for (a lock file removed, a semaphore posted) thus ends the wait, as
+//! natively; on the pool, it ran only after the call, and the two waited
+//! for each other for ever. Still not emulated: the call's end with `EINTR`
+//! (a handler without `SA_RESTART`; `semop`, `msgrcv` and `msgsnd` after
+//! any handler), so an `alarm` meant to time a lock wait out lets it wait
+//! on; that needs a signal of greenhook's own to stop the worker's call.
+//! `pthread_cancel` acts when the call returns.
 
 use libc::{c_char, c_int, c_long, c_uint, c_void, mqd_t, off_t, sembuf, size_t, ssize_t, timespec};
 
@@ -38,7 +46,20 @@ where
     errno::set(saved);
     crate::cancel_point();
     let call = crate::AssertSend(blocking);
-    let r = crate::offload(move || call.call());
+    let (r, e) = hub::offload_interruptible(
+        move || {
+            let r = call.call();
+            (r, errno::get())
+        },
+        |interrupted| {
+            if interrupted {
+                // A signal for the caller: its handler runs now, while
+                // the call waits, as it runs inside the blocking call.
+                crate::signal::run_pending();
+            }
+        },
+    );
+    errno::set(e);
     crate::cancel_point();
     r
 }

@@ -44,8 +44,11 @@
 //! `poll`/`select`/`epoll_wait` and `io_uring` waits end with `EINTR` (the
 //! kernel never restarts them); lock, condition, rwlock, barrier, join and
 //! `pthread_once` waits run the handler and go on waiting (those calls
-//! never fail with `EINTR`); waits on the offload pool cannot be
-//! interrupted, so their handler runs when the call is done.
+//! never fail with `EINTR`); the blocking calls on the offload pool (file
+//! locks, System V IPC, message queues: see `blocking`) run the handler and
+//! go on waiting (never `EINTR`: the worker's call is not stopped); other
+//! offloaded calls cannot be interrupted, so their handler runs when the
+//! call is done.
 //!
 //! **Waits.** `pause` and `sigsuspend` suspend the calling fiber until a
 //! handler ran in it. `sigwait`, `sigwaitinfo` and `sigtimedwait` take a
