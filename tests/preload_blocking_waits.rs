@@ -38,6 +38,18 @@ fn a_handler_runs_while_a_file_lock_waits() {
     }
 }
 
+/// Interrupted waits on the offload pool end as glibc's do: a handler
+/// without `SA_RESTART` ends a file lock, System V IPC or message queue
+/// wait with `EINTR` (the classic `alarm` timeout; they waited on, and
+/// the first, a `flock`, never ended, before), `SA_RESTART` keeps a lock
+/// waiting, `semop`/`msgrcv` end after any handler, a cancellation ends an
+/// `fcntl(F_SETLKW)`, and the program's own use of greenhook's kick signal
+/// (`SIGRTMAX-1`) is untouched.
+#[test]
+fn interrupted_pool_waits_end_as_the_kernel_ends_them() {
+    util::differential_ticking("lock_interrupt", &[]);
+}
+
 /// Pipes and sockets the shim made non-blocking underneath: `splice`,
 /// `tee` and `vmsplice` must wait (on the hub), not fail with `EAGAIN`.
 #[test]

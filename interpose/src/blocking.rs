@@ -14,16 +14,16 @@
 //! arguments in the first attempt, so bad input gets its answer unchanged.
 //!
 //! A signal for the waiting fiber runs its handler at once, in the fiber,
-//! while the call goes on waiting on its worker: what the kernel does for
-//! a handler with `SA_RESTART` where the call is restartable (the file
-//! locks, the message queues). A handler that makes what the call waits
-//! for (a lock file removed, a semaphore posted) thus ends the wait, as
-//! natively; on the pool, it ran only after the call, and the two waited
-//! for each other for ever. Still not emulated: the call's end with `EINTR`
-//! (a handler without `SA_RESTART`; `semop`, `msgrcv` and `msgsnd` after
-//! any handler), so an `alarm` meant to time a lock wait out lets it wait
-//! on; that needs a signal of greenhook's own to stop the worker's call.
-//! `pthread_cancel` acts when the call returns.
+//! while the call waits on its worker (on the pool it ran only after the
+//! call, so a handler that makes what the call waits for, a lock file
+//! removed, left the two waiting for each other for ever). When the kernel
+//! would end the call for that handler (no `SA_RESTART`; `semop`,
+//! `semtimedop`, `msgrcv` and `msgsnd` after any handler), or for a
+//! cancellation where the call is a cancellation point, the worker's call
+//! is ended with `EINTR` by greenhook's own signal (see `signal::kick`): an
+//! `alarm` times a lock wait out as natively. With `SA_RESTART` on a
+//! restartable call (the file locks, the message queues) it waits on.
+//! A cancellation acts once the call has returned.
 
 use libc::{c_char, c_int, c_long, c_uint, c_void, mqd_t, off_t, sembuf, size_t, ssize_t, timespec};
 
@@ -31,10 +31,52 @@ use crate::errno;
 use crate::gate::cooperative;
 use crate::hook::hook;
 
+/// What the kernel does to a call of this kind that a handler interrupts.
+#[derive(Clone, Copy)]
+struct How {
+    /// Restarted after a handler with `SA_RESTART` (else `EINTR`); not
+    /// restartable: `EINTR` after any handler.
+    restartable: bool,
+    /// A cancellation point: a `pthread_cancel` ends the wait.
+    cancellation_point: bool,
+}
+
+/// `flock`.
+const FLOCK: How = How {
+    restartable: true,
+    cancellation_point: false,
+};
+/// `fcntl(F_SETLKW)`, `lockf(F_LOCK)`.
+const RECORD_LOCK: How = How {
+    restartable: true,
+    cancellation_point: true,
+};
+/// `msgrcv`, `msgsnd`.
+const SYSV_MSG: How = How {
+    restartable: false,
+    cancellation_point: true,
+};
+/// `semop`, `semtimedop`.
+const SYSV_SEM: How = How {
+    restartable: false,
+    cancellation_point: false,
+};
+/// The POSIX message queue calls.
+const MQUEUE: How = How {
+    restartable: true,
+    cancellation_point: true,
+};
+
 /// Runs `attempt` (the call in a form that cannot wait). If it fails with
 /// one of `would_block`, runs `blocking` (the caller's call) on the offload
 /// pool; otherwise its result stands. `R` is the C return type, -1 on error.
-fn try_then_offload<R>(attempt: impl FnOnce() -> R, would_block: &[c_int], blocking: impl FnOnce() -> R) -> R
+///
+/// A signal for the caller meanwhile runs its handler at once, in the
+/// fiber; when the kernel would end the call for it (`how`), or for a
+/// cancellation, the worker's call is kicked (see `signal::kick`) and
+/// fails with `EINTR` (unless it was done first), and a cancellation acts
+/// once it has returned.
+fn try_then_offload<R>(attempt: impl FnOnce() -> R, would_block: &[c_int], how: How, blocking: impl Fn() -> R) -> R
 where
     R: Copy + PartialEq + From<i8> + Send,
 {
@@ -45,18 +87,24 @@ where
     }
     errno::set(saved);
     crate::cancel_point();
-    let call = crate::AssertSend(blocking);
+    let job = crate::signal::kick::Job::default();
+    let kickable = crate::signal::kick::ready();
+    let call = crate::AssertSend(|| job.run(&blocking));
     let (r, e) = hub::offload_interruptible(
-        move || {
-            let r = call.call();
-            (r, errno::get())
-        },
+        move || call.call(),
         |interrupted| {
             if interrupted {
-                // A signal for the caller: its handler runs now, while
-                // the call waits, as it runs inside the blocking call.
-                crate::signal::run_pending();
+                // A signal for the caller: its handler runs now, while the
+                // call waits, as it runs inside the blocking call.
+                let ran = crate::signal::run_pending();
+                let ends = ran.interrupts
+                    || (ran.handler && !how.restartable)
+                    || (how.cancellation_point && crate::thread::cancel::due_here());
+                if ends && kickable {
+                    job.end();
+                }
             }
+            job.kick_if_wanted();
         },
     );
     errno::set(e);
@@ -71,6 +119,7 @@ fn lockf_wait(real: unsafe fn(c_int, c_int, off_t) -> c_int, fd: c_int, len: off
         // SAFETY: the same lock request, not waiting.
         || unsafe { real(fd, libc::F_TLOCK, len) },
         &[libc::EACCES, libc::EAGAIN],
+        RECORD_LOCK,
         // SAFETY: forwarded unchanged, on a worker.
         || unsafe { real(fd, libc::F_LOCK, len) },
     )
@@ -84,7 +133,12 @@ pub(crate) fn fcntl_lock_wait(cmd: c_int, real: impl Fn(c_int) -> c_int) -> c_in
     } else {
         libc::F_SETLK
     };
-    try_then_offload(|| real(nowait), &[libc::EACCES, libc::EAGAIN], || real(cmd))
+    try_then_offload(
+        || real(nowait),
+        &[libc::EACCES, libc::EAGAIN],
+        RECORD_LOCK,
+        || real(cmd),
+    )
 }
 
 /// `semtimedop` and `semop` (`semtimedop` without a timeout, which the
@@ -98,6 +152,7 @@ fn semtimedop_wait(id: c_int, ops: *mut sembuf, n: size_t, t: *const timespec) -
         // validates them.
         || unsafe { semtimedop::real(id, ops, n, &NO_WAIT) },
         &[libc::EAGAIN],
+        SYSV_SEM,
         // SAFETY: forwarded unchanged, on a worker; the caller waits.
         || unsafe { semtimedop::real(id, ops, n, t) },
     )
@@ -115,6 +170,7 @@ fn mq_receive_wait(q: mqd_t, p: *mut c_char, len: size_t, prio: *mut c_uint, t: 
         // SAFETY: the same receive with a past deadline.
         || unsafe { mq_timedreceive::real(q, p, len, prio, &PAST) },
         &[libc::ETIMEDOUT],
+        MQUEUE,
         // SAFETY: forwarded unchanged, on a worker; the caller waits.
         || unsafe { mq_timedreceive::real(q, p, len, prio, t) },
     )
@@ -127,6 +183,7 @@ fn mq_send_wait(q: mqd_t, p: *const c_char, len: size_t, prio: c_uint, t: *const
         // SAFETY: the same send with a past deadline.
         || unsafe { mq_timedsend::real(q, p, len, prio, &PAST) },
         &[libc::ETIMEDOUT],
+        MQUEUE,
         // SAFETY: forwarded unchanged, on a worker; the caller waits.
         || unsafe { mq_timedsend::real(q, p, len, prio, t) },
     )
@@ -140,6 +197,7 @@ hook! {
             // SAFETY: the same lock request, not waiting.
             || unsafe { flock::real(fd, op | libc::LOCK_NB) },
             &[libc::EWOULDBLOCK],
+            FLOCK,
             // SAFETY: forwarded unchanged, on a worker.
             || unsafe { flock::real(fd, op) },
         )
@@ -165,6 +223,7 @@ hook! {
             // SAFETY: the same receive, not waiting (ENOMSG when empty).
             || unsafe { msgrcv::real(id, p, size, typ, flags | libc::IPC_NOWAIT) },
             &[libc::ENOMSG],
+            SYSV_MSG,
             // SAFETY: forwarded unchanged, on a worker; the caller waits.
             || unsafe { msgrcv::real(id, p, size, typ, flags) },
         )
@@ -177,6 +236,7 @@ hook! {
             // SAFETY: the same send, not waiting (EAGAIN when full).
             || unsafe { msgsnd::real(id, p, size, flags | libc::IPC_NOWAIT) },
             &[libc::EAGAIN],
+            SYSV_MSG,
             // SAFETY: forwarded unchanged, on a worker; the caller waits.
             || unsafe { msgsnd::real(id, p, size, flags) },
         )

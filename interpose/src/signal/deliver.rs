@@ -74,6 +74,11 @@ pub(super) fn action_of(sig: c_int) -> Action {
         h if h == trampoline as *const () as usize => Action::Ignore,
         // Preemption's handler: the program's SIGURG is SIG_DFL or SIG_IGN.
         _ if super::never_blocked() & bit(sig) != 0 => Action::Ignore,
+        // The kick's handler: the program's action is in its word.
+        _ if super::kick::is_kick(sig) => match super::kick::WORD.load(SeqCst) {
+            libc::SIG_IGN => Action::Ignore,
+            _ => Action::Default,
+        },
         h => Action::Handler(Via {
             handler: h,
             flags: k.sa_flags,

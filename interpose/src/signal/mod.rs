@@ -45,10 +45,10 @@
 //! kernel never restarts them); lock, condition, rwlock, barrier, join and
 //! `pthread_once` waits run the handler and go on waiting (those calls
 //! never fail with `EINTR`); the blocking calls on the offload pool (file
-//! locks, System V IPC, message queues: see `blocking`) run the handler and
-//! go on waiting (never `EINTR`: the worker's call is not stopped); other
-//! offloaded calls cannot be interrupted, so their handler runs when the
-//! call is done.
+//! locks, System V IPC, message queues: see `blocking`) run the handler at
+//! once and end with `EINTR` where the kernel's would, greenhook's own
+//! signal ([`kick`]) stopping the worker's call; other offloaded calls
+//! cannot be interrupted, so their handler runs when the call is done.
 //!
 //! **Waits.** `pause` and `sigsuspend` suspend the calling fiber until a
 //! handler ran in it. `sigwait`, `sigwaitinfo` and `sigtimedwait` take a
@@ -59,6 +59,7 @@
 //! handlers as above.
 
 mod deliver;
+pub(crate) mod kick;
 mod state;
 mod table;
 
@@ -147,7 +148,11 @@ unsafe fn install(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_i
     unsafe { pthread_sigmask::real(libc::SIG_SETMASK, std::ptr::null(), std::ptr::null_mut()) };
     if crate::preempt::signal() == Some(sig) {
         // SAFETY: caller's contract.
-        return unsafe { install_beside_preemption(sig, act, old) };
+        return unsafe { install_beside(sig, act, old, &PREEMPT_SIGNAL_WORD) };
+    }
+    if kick::is_kick(sig) {
+        // SAFETY: caller's contract.
+        return unsafe { install_beside(sig, act, old, &kick::WORD) };
     }
     let s = sig as usize;
     let mut mine: SigAction;
@@ -205,24 +210,21 @@ fn discard_held(sig: c_int) {
 /// handler (SIG_DFL or SIG_IGN): what `sigaction` reports back.
 static PREEMPT_SIGNAL_WORD: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
 
-/// `install` for the signal preemption ticks arrive by (`SIGURG`): the
-/// kernel keeps greenhook's handler, which passes the program's own
-/// `SIGURG`s to [`program_preempt_signal`]; the program's action is recorded
-/// and reported as if installed. Both SIG_DFL and SIG_IGN ignore it.
+/// `install` for a signal whose kernel handler is greenhook's own:
+/// preemption's (`SIGURG`; its handler passes the program's own `SIGURG`s
+/// to [`program_preempt_signal`]) and the kick's (see [`kick`]). The
+/// program's action is recorded and reported as if installed; `word`
+/// keeps it when it is `SIG_DFL` or `SIG_IGN`.
 ///
 /// # Safety
 /// As for [`install`].
-unsafe fn install_beside_preemption(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int {
+unsafe fn install_beside(sig: c_int, act: *const SigAction, old: *mut SigAction, word: &AtomicUsize) -> c_int {
     let s = sig as usize;
     if !old.is_null() {
         // SAFETY: a zeroed sigaction is valid; the caller's out pointer.
         let mut k: SigAction = unsafe { std::mem::zeroed() };
         let h = HANDLERS[s].load(Ordering::SeqCst);
-        k.sa_sigaction = if h != 0 {
-            h
-        } else {
-            PREEMPT_SIGNAL_WORD.load(Ordering::SeqCst)
-        };
+        k.sa_sigaction = if h != 0 { h } else { word.load(Ordering::SeqCst) };
         k.sa_flags = FLAGS[s].load(Ordering::SeqCst) | SA_RESTORER;
         bits_to_set(MASKS[s].load(Ordering::SeqCst), &mut k.sa_mask);
         // SAFETY: caller's out pointer.
@@ -233,7 +235,7 @@ unsafe fn install_beside_preemption(sig: c_int, act: *const SigAction, old: *mut
         let handler = a.sa_sigaction != libc::SIG_DFL && a.sa_sigaction != libc::SIG_IGN;
         MASKS[s].store(set_to_bits(&a.sa_mask) & !UNBLOCKABLE, Ordering::SeqCst);
         FLAGS[s].store(a.sa_flags, Ordering::SeqCst);
-        PREEMPT_SIGNAL_WORD.store(if handler { libc::SIG_DFL } else { a.sa_sigaction }, Ordering::SeqCst);
+        word.store(if handler { libc::SIG_DFL } else { a.sa_sigaction }, Ordering::SeqCst);
         HANDLERS[s].store(if handler { a.sa_sigaction } else { 0 }, Ordering::SeqCst);
         if !handler {
             discard_held(sig);
@@ -274,6 +276,10 @@ fn reset_to_default(sig: c_int) {
     FLAGS[s].store(0, Ordering::SeqCst);
     if never_blocked() & bit(sig) != 0 {
         PREEMPT_SIGNAL_WORD.store(libc::SIG_DFL, Ordering::SeqCst);
+        return;
+    }
+    if kick::is_kick(sig) {
+        kick::WORD.store(libc::SIG_DFL, Ordering::SeqCst);
         return;
     }
     // SAFETY: a zeroed sigaction is SIG_DFL with an empty mask.
