@@ -96,20 +96,25 @@ fn wait_once(pidfd: Option<c_int>, backoff: &mut Duration) -> Result<(), c_int> 
     Ok(())
 }
 
-/// The shared loop: `try_once` is the real call with `WNOHANG` added and
-/// returns Some(result) when it is final; in between, the fiber waits. A
-/// pidfd that is `owned` is closed at the end.
-fn wait_loop<R: From<i8>>(pidfd: Option<c_int>, owned: bool, mut try_once: impl FnMut() -> Option<R>) -> R {
-    crate::cancel_point();
+/// The loop of every wait here: `try_once` is the real call with
+/// `WNOHANG` added and returns Some(result) when it is final; in between,
+/// the fiber waits ([`wait_once`]). `Err(EINTR)` when a handler without
+/// `SA_RESTART` ran or a cancellation is due; nothing acts on it here.
+fn until_final<R>(pidfd: Option<c_int>, mut try_once: impl FnMut() -> Option<R>) -> Result<R, c_int> {
     let mut backoff = Duration::from_millis(1);
-    let r = loop {
+    loop {
         if let Some(r) = try_once() {
-            break Ok(r);
+            return Ok(r);
         }
-        if let Err(e) = wait_once(pidfd, &mut backoff) {
-            break Err(e);
-        }
-    };
+        wait_once(pidfd, &mut backoff)?;
+    }
+}
+
+/// The hooks' wait: [`until_final`] as a cancellation point. A pidfd that
+/// is `owned` is closed at the end.
+fn wait_loop<R: From<i8>>(pidfd: Option<c_int>, owned: bool, try_once: impl FnMut() -> Option<R>) -> R {
+    crate::cancel_point();
+    let r = until_final(pidfd, try_once);
     let e = errno::get();
     if let Some(fd) = pidfd {
         if owned {
@@ -126,30 +131,18 @@ fn wait_loop<R: From<i8>>(pidfd: Option<c_int>, owned: bool, mut try_once: impl 
 /// null): `waitpid(pid, status, 0)` waiting on the hub, except that it
 /// never acts on a cancellation and is not restarted after a handler
 /// without `SA_RESTART`: both end it with `Err(EINTR)` (the caller,
-/// `system`, has clean-up to do first). Outside a cooperative context, the
-/// real blocking call.
+/// `system`, has clean-up to do first). For a cooperative context only.
 pub(crate) fn reap(pid: pid_t, status: *mut c_int) -> Result<pid_t, c_int> {
-    if !cooperative() {
-        // SAFETY: the caller's status pointer (or null).
-        let r = unsafe { waitpid::real(pid, status, 0) };
-        return if r < 0 { Err(errno::get()) } else { Ok(r) };
-    }
     let pidfd = pidfd_open(pid);
-    let mut backoff = Duration::from_millis(1);
-    let r = loop {
+    let r = until_final(pidfd, || {
         // SAFETY: the caller's status pointer (or null).
         let r = unsafe { waitpid::real(pid, status, libc::WNOHANG) };
-        if r != 0 {
-            break if r < 0 { Err(errno::get()) } else { Ok(r) };
-        }
-        if let Err(e) = wait_once(pidfd, &mut backoff) {
-            break Err(e);
-        }
-    };
+        (r != 0).then(|| if r < 0 { Err(errno::get()) } else { Ok(r) })
+    });
     if let Some(fd) = pidfd {
         close_pidfd(fd);
     }
-    r
+    r.and_then(|found| found)
 }
 
 /// Whether a pidfd can stand for this wait (a specific child, exits only).

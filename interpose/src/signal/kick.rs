@@ -116,19 +116,15 @@ fn program_signal(sig: c_int, info: *mut siginfo_t, uc: *mut libc::c_void) {
 }
 
 /// Applies the kick number's default action (the process ends): the
-/// kernel's disposition goes back to `SIG_DFL` and the signal is sent
-/// again to this thread, unblocked.
-pub(super) fn default_action(sig: c_int) {
-    // SAFETY: a zeroed sigaction is SIG_DFL; plain integer arguments.
+/// kernel's disposition goes back to `SIG_DFL` first, so that the signal
+/// [`deliver::default_action`] sends again meets it rather than us.
+fn default_action(sig: c_int) {
+    // SAFETY: a zeroed sigaction is SIG_DFL; the real sigaction.
     unsafe {
         let dfl: SigAction = std::mem::zeroed();
         super::sigaction::real(sig, &dfl, std::ptr::null_mut());
-        let mut one: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut one);
-        libc::sigaddset(&mut one, sig);
-        super::pthread_sigmask::real(libc::SIG_UNBLOCK, &one, std::ptr::null_mut());
-        libc::syscall(libc::SYS_tgkill, libc::getpid(), libc::gettid(), sig);
     }
+    deliver::default_action(sig);
 }
 
 /// One call on a worker that the fiber waiting for it may end early: the
