@@ -434,9 +434,10 @@ mod tests {
         let scratch = Scratch::new().unwrap();
         let dir = scratch.subdir("survivor").unwrap();
         let pidfile = dir.join("pid");
-        // Exits on SIGTERM; its child does not.
+        // Exits on SIGTERM; its child does not. The trap comes before the
+        // pid file, which the test waits for before it sends SIGTERM.
         let script = format!(
-            "sleep 30 & echo $! > {}; trap 'exit 0' TERM; while :; do sleep 0.05; done",
+            "trap 'exit 0' TERM; sleep 30 & echo $! > {}; while :; do sleep 0.05; done",
             pidfile.display()
         );
         let mut cmd = Command::new("sh");
