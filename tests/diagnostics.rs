@@ -131,6 +131,35 @@ fn a_deadlock_is_reported_with_every_fiber_and_exit_86() {
     assert_eq!(held_by, 2, "both fibers say which mutex and who holds it: {}", r.stderr);
 }
 
+/// A copy of the library under another name patches when the program is
+/// given it to preload, by path or by bare name on the library path: the
+/// name check keeps the same code linked into an executable from patching,
+/// not a renamed install.
+#[test]
+fn a_renamed_copy_patches_when_preloaded() {
+    let bin = compile("sleep_threads");
+    let dir = util::target_dir().join("renamed-preload");
+    std::fs::create_dir_all(&dir).unwrap();
+    let copy = dir.join("greenhook.so");
+    // Copied to a new name and renamed into place: a test running the
+    // same code at once never sees half a file.
+    let part = dir.join(format!("greenhook.so.{}", std::process::id()));
+    std::fs::copy(util::preload_lib(), &part).unwrap();
+    std::fs::rename(&part, &copy).unwrap();
+    let path = copy.to_str().unwrap();
+    let dir = dir.to_str().unwrap();
+    for env in [
+        vec![("LD_PRELOAD", path)],
+        vec![("LD_PRELOAD", "greenhook.so"), ("LD_LIBRARY_PATH", dir)],
+    ] {
+        let mut env = env.clone();
+        env.push(("GREENHOOK_STATS", "1"));
+        let r = run(&bin, &["100", "usleep", "10"], false, &env);
+        assert_eq!(r.stdout, "ok 100\n", "{}", r.describe());
+        assert!(r.stderr.contains("spawned 100"), "patched under {env:?}: {}", r.stderr);
+    }
+}
+
 #[test]
 fn stats_at_exit_show_fibers_and_hooked_calls() {
     let bin = compile("sleep_threads");

@@ -299,20 +299,54 @@ fn init() {
     PATCHED_FIBERS.store(!native, Ordering::SeqCst);
 }
 
-/// Whether this code lives in a shared object named `libgreenhook*.so`
-/// (as opposed to being linked into an executable).
+/// Whether this code lives in a shared object the program was given to
+/// patch it: one named `libgreenhook*.so`, or one listed by name in
+/// `LD_PRELOAD` or `/etc/ld.so.preload` (a copy installed as
+/// `greenhook.so`, say). The same code linked into an executable, or into
+/// another library that uses the Rust API, patches nothing.
 fn loaded_as_shared_library() -> bool {
     // SAFETY: dladdr only reads the loader's tables; `info` is written by it.
-    unsafe {
+    let name = unsafe {
         let mut info: libc::Dl_info = std::mem::zeroed();
         if libc::dladdr(init as *const () as *const libc::c_void, &mut info) == 0 || info.dli_fname.is_null() {
             return false;
         }
-        let name = std::ffi::CStr::from_ptr(info.dli_fname).to_bytes();
-        let base = name.rsplit(|&c| c == b'/').next().unwrap_or(name);
-        // `libgreenhook.so` (Linux), `libgreenhook.dylib` (macOS).
-        base.starts_with(b"libgreenhook") && (base.windows(3).any(|w| w == b".so") || base.ends_with(b".dylib"))
+        std::ffi::CStr::from_ptr(info.dli_fname).to_bytes()
+    };
+    let base = basename(name);
+    // `libgreenhook.so` (Linux), `libgreenhook.dylib` (macOS).
+    if base.starts_with(b"libgreenhook") && (base.windows(3).any(|w| w == b".so") || base.ends_with(b".dylib")) {
+        return true;
     }
+    #[cfg(target_os = "linux")]
+    let listed = std::env::var_os("LD_PRELOAD")
+        .map(std::os::unix::ffi::OsStringExt::into_vec)
+        .into_iter()
+        .chain(std::fs::read("/etc/ld.so.preload"));
+    #[cfg(target_os = "macos")]
+    let listed = std::env::var_os("DYLD_INSERT_LIBRARIES")
+        .map(std::os::unix::ffi::OsStringExt::into_vec)
+        .into_iter();
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    let listed = std::iter::empty::<Vec<u8>>();
+    preload_lists_name(listed, base)
+}
+
+/// The last component of a path.
+fn basename(path: &[u8]) -> &[u8] {
+    path.rsplit(|&c| c == b'/').next().unwrap_or(path)
+}
+
+/// Whether one of the preload `lists` names the object `base`. The loader
+/// splits `LD_PRELOAD` at spaces and colons and `/etc/ld.so.preload` at
+/// white space; an entry is a path or a bare name found on the library
+/// path, so entries are compared by their last component.
+fn preload_lists_name(lists: impl Iterator<Item = Vec<u8>>, base: &[u8]) -> bool {
+    !base.is_empty()
+        && lists.into_iter().any(|list| {
+            list.split(|c| c.is_ascii_whitespace() || *c == b':')
+                .any(|entry| !entry.is_empty() && basename(entry) == base)
+        })
 }
 
 /// The caller's memory, read and written as the kernel would: a bad
@@ -509,5 +543,31 @@ pub(crate) mod errno {
                 fail(e)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::preload_lists_name;
+
+    fn lists(v: &[&str]) -> impl Iterator<Item = Vec<u8>> {
+        v.iter().map(|s| s.as_bytes().to_vec()).collect::<Vec<_>>().into_iter()
+    }
+
+    #[test]
+    fn a_preload_entry_names_the_object_by_its_last_component() {
+        assert!(preload_lists_name(lists(&["/opt/gh/greenhook.so"]), b"greenhook.so"));
+        assert!(preload_lists_name(lists(&["libasan.so:greenhook.so"]), b"greenhook.so"));
+        assert!(preload_lists_name(
+            lists(&["", "a.so  /x/greenhook.so\n"]),
+            b"greenhook.so"
+        ));
+        assert!(!preload_lists_name(lists(&["/opt/gh/greenhook.so.1"]), b"greenhook.so"));
+        assert!(!preload_lists_name(
+            lists(&["/opt/greenhook.so/other.so"]),
+            b"greenhook.so"
+        ));
+        assert!(!preload_lists_name(lists(&["::"]), b""));
+        assert!(!preload_lists_name(lists(&[]), b"greenhook.so"));
     }
 }
