@@ -120,6 +120,17 @@ fn sigwait_and_sigtimedwait_suspend_only_their_thread() {
     differential("sig_fibers", &["sigwait"]);
 }
 
+/// A handler left by `siglongjmp` (the classic `alarm` timeout): the mask
+/// `sigsetjmp` saved, the caller's own, is the thread's again after the
+/// jump, through `siglongjmp`, `longjmp` and `__longjmp_chk`, in main and
+/// in a thread; `_setjmp` saves none. (glibc restores it with an internal
+/// `sigprocmask`: the handler's mask stayed, SIGALRM blocked, and the
+/// second alarm never reached its handler.)
+#[test]
+fn a_handler_left_by_siglongjmp_gives_back_the_saved_mask() {
+    differential("jump_masks", &[]);
+}
+
 #[test]
 fn signal_masks_are_per_thread() {
     differential("sig_fibers", &["masks"]);

@@ -1,7 +1,7 @@
 //! Calls that wait on something epoll cannot watch: file locks (`flock`,
 //! `lockf`, `fcntl(F_SETLKW)` and its OFD form), System V IPC (`msgrcv`,
 //! `msgsnd`, `semop`, `semtimedop`), POSIX message queues, `tcdrain` and
-//! `msync(MS_SYNC)`. Unhooked, a fiber waiting for a lock held by another
+//! `msync(MS_SYNC)` (which the kernel does not interrupt). Unhooked, a fiber waiting for a lock held by another
 //! fiber of the same hub deadlocked the process.
 //!
 //! Each first tries the call in a form that cannot wait (`LOCK_NB`,
@@ -13,17 +13,18 @@
 //! call costs one system call, as unpatched. The kernel checks the
 //! arguments in the first attempt, so bad input gets its answer unchanged.
 //!
-//! A signal for the waiting fiber runs its handler at once, in the fiber,
-//! while the call waits on its worker (on the pool it ran only after the
-//! call, so a handler that makes what the call waits for, a lock file
-//! removed, left the two waiting for each other for ever). When the kernel
-//! would end the call for that handler (no `SA_RESTART`; `semop`,
-//! `semtimedop`, `msgrcv` and `msgsnd` after any handler), or for a
-//! cancellation where the call is a cancellation point, the worker's call
-//! is ended with `EINTR` by greenhook's own signal (see `signal::kick`): an
-//! `alarm` times a lock wait out as natively. With `SA_RESTART` on a
-//! restartable call (the file locks, the message queues) it waits on.
-//! A cancellation acts once the call has returned.
+//! A signal for the waiting fiber is met as the kernel meets one for a
+//! thread in the call: the worker's call is ended with `EINTR` by
+//! greenhook's own signal (see `signal::kick`), the handler runs, in the
+//! fiber, and the call is made again where the kernel would restart it
+//! (`SA_RESTART` on the file locks and message queues), else fails with
+//! `EINTR` (`semop`, `semtimedop`, `msgrcv` and `msgsnd` after any
+//! handler): an `alarm` times a lock wait out as natively, and a handler
+//! that leaves by `siglongjmp` leaves no call behind to take the lock
+//! later. A cancellation ends the call where it is a cancellation point,
+//! and acts once it has returned. (On the pool without this, a handler
+//! ran only after the call, so one that makes what the call waits for, a
+//! lock file removed, left the two waiting for each other for ever.)
 
 use libc::{c_char, c_int, c_long, c_uint, c_void, mqd_t, off_t, sembuf, size_t, ssize_t, timespec};
 
@@ -66,16 +67,16 @@ const MQUEUE: How = How {
     restartable: true,
     cancellation_point: true,
 };
+/// `tcdrain` (`ioctl(TCSBRK)`).
+const TCDRAIN: How = How {
+    restartable: true,
+    cancellation_point: true,
+};
 
 /// Runs `attempt` (the call in a form that cannot wait). If it fails with
-/// one of `would_block`, runs `blocking` (the caller's call) on the offload
-/// pool; otherwise its result stands. `R` is the C return type, -1 on error.
-///
-/// A signal for the caller meanwhile runs its handler at once, in the
-/// fiber; when the kernel would end the call for it (`how`), or for a
-/// cancellation, the worker's call is kicked (see `signal::kick`) and
-/// fails with `EINTR` (unless it was done first), and a cancellation acts
-/// once it has returned.
+/// one of `would_block`, waits in `blocking` (the caller's call) on the
+/// offload pool ([`wait_on_pool`]); otherwise its result stands. `R` is the
+/// C return type, -1 on error.
 fn try_then_offload<R>(attempt: impl FnOnce() -> R, would_block: &[c_int], how: How, blocking: impl Fn() -> R) -> R
 where
     R: Copy + PartialEq + From<i8> + Send,
@@ -86,30 +87,62 @@ where
         return r;
     }
     errno::set(saved);
+    wait_on_pool(how, blocking)
+}
+
+/// Makes `blocking`, a call that waits in the kernel, on the offload pool
+/// while the fiber waits, and treats a signal for the fiber as the kernel
+/// treats one for a thread in that call: the call ends (greenhook's kick
+/// makes it fail with `EINTR`: see `signal::kick`), the handlers run, in
+/// the fiber, and the call is made again where the kernel would restart it
+/// (`how`, `SA_RESTART`), else fails with `EINTR`. A cancellation ends it
+/// where it is a cancellation point, and acts once it has returned.
+///
+/// The handlers run only once the worker's call is over, never beside it:
+/// one that leaves by `siglongjmp` (the classic lock timeout) or ends the
+/// thread leaves nothing behind, no call that still waits for the lock
+/// and would take it, and no worker still using the fiber's stack. Where
+/// the kick cannot be installed they run beside the call, which waits on.
+fn wait_on_pool<R>(how: How, blocking: impl Fn() -> R) -> R
+where
+    R: Copy + PartialEq + From<i8> + Send,
+{
     crate::cancel_point();
-    let job = crate::signal::kick::Job::default();
     let kickable = crate::signal::kick::ready();
-    let call = crate::AssertSend(|| job.run(&blocking));
-    let (r, e) = hub::offload_interruptible(
-        move || call.call(),
-        |interrupted| {
-            if interrupted {
-                // A signal for the caller: its handler runs now, while the
-                // call waits, as it runs inside the blocking call.
-                let ran = crate::signal::run_pending();
-                let ends = ran.interrupts
-                    || (ran.handler && !how.restartable)
-                    || (how.cancellation_point && crate::thread::cancel::due_here());
-                if ends && kickable {
-                    job.end();
+    loop {
+        let mark = crate::signal::HandlerMark::now();
+        let job = crate::signal::kick::Job::default();
+        let call = crate::AssertSend(|| job.run(&blocking));
+        let (r, e) = hub::offload_interruptible(
+            move || call.call(),
+            |interrupted| {
+                if interrupted {
+                    if kickable {
+                        job.end();
+                    } else {
+                        crate::signal::run_pending();
+                    }
                 }
-            }
-            job.kick_if_wanted();
-        },
-    );
-    errno::set(e);
-    crate::cancel_point();
-    r
+                job.kick_if_wanted();
+            },
+        );
+        // The call is over: what is due runs now, as on a thread's way
+        // out of an interrupted system call.
+        crate::signal::run_pending();
+        let ran = mark.since();
+        let ends = ran.interrupts
+            || (ran.handler && !how.restartable)
+            || (how.cancellation_point && crate::thread::cancel::due_here());
+        if r == R::from(-1) && e == libc::EINTR && !ends {
+            // Kicked for a handler with SA_RESTART, a cancellation this
+            // call is no point of, or nothing left to run: the kernel's
+            // restart.
+            continue;
+        }
+        errno::set(e);
+        crate::cancel_point();
+        return r;
+    }
 }
 
 /// `lockf` and `lockf64` with `F_LOCK`: `real` (the entry point's own next
@@ -278,12 +311,12 @@ hook! {
         mq_send_wait(q, p, len, prio, std::ptr::null())
     }
 
-    /// `tcdrain(3)`: waits for a terminal's output to be sent; on the pool.
+    /// `tcdrain(3)`: waits for a terminal's output to be sent; on the pool,
+    /// ended by a signal or a cancellation as the kernel ends it.
     #[gate(cooperative())]
     [file] fn tcdrain(fd: c_int) -> c_int {
-        crate::cancel_point();
         // SAFETY: forwarded unchanged, on a worker; plain values.
-        crate::offload(move || unsafe { tcdrain::real(fd) })
+        wait_on_pool(TCDRAIN, || unsafe { tcdrain::real(fd) })
     }
 
     /// `msync(2)`: `MS_SYNC` waits for the disk, on the pool.

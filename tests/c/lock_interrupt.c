@@ -10,6 +10,9 @@
  *   the same handler with SA_RESTART: the lock waits on and is taken once
  *   its holder lets go (600 ms); semop and msgrcv still end with EINTR
  *   (the kernel never restarts them)
+ *   a handler that leaves a flock, fcntl F_SETLKW or lockf wait by
+ *   siglongjmp (the classic lock timeout): the lock is not taken later,
+ *   behind the program's back, once its holder lets go
  *   a thread cancelled in fcntl F_SETLKW (a cancellation point) ends
  *   the program's own use of SIGRTMAX-1 (greenhook's kick): its handler,
  *   SIG_IGN, and SIG_DFL (a child dies of it)
@@ -22,6 +25,7 @@
 #include <fcntl.h>
 #include <mqueue.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +123,52 @@ static void file_lock(enum what w, int restart)
         fprintf(stderr, "%s: EINTR after %lld ms\n", names[w], ms);
     close(fd);
     waitpid(h, NULL, 0);
+}
+
+static sigjmp_buf jump_back;
+
+static void on_alarm_jump(int sig)
+{
+    (void)sig;
+    alarms++;
+    siglongjmp(jump_back, 1);
+}
+
+/* Whether another process can take both locks on the file now. */
+static int free_to_others(void)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        int fd = open(lockpath, O_RDWR);
+        struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        _exit(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && fcntl(fd, F_SETLK, &l) == 0 ? 0 : 1);
+    }
+    int st;
+    waitpid(p, &st, 0);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static void jumped(enum what w)
+{
+    pid_t h = holder(600);
+    int fd = open(lockpath, O_RDWR);
+    volatile int r = -2;
+    alarms = 0;
+    struct sigaction sa = {.sa_handler = on_alarm_jump};
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {.it_value = {0, 300000}};
+    if (sigsetjmp(jump_back, 1) == 0) {
+        setitimer(ITIMER_REAL, &it, NULL);
+        r = lock(w, fd);
+    }
+    /* The stack the wait used, used again. */
+    volatile char scratch[16384];
+    memset((char *)scratch, 0x5a, sizeof scratch);
+    waitpid(h, NULL, 0);
+    usleep(100000);
+    printf("%s, handler leaves by siglongjmp: %s, handler ran %d, lock %s once the holder left\n", names[w],
+           r == -2 ? "jumped out" : result(r), (int)alarms, free_to_others() ? "free to others" : "held");
+    close(fd);
 }
 
 static void sysv(int restart)
@@ -238,6 +288,7 @@ int main(void)
     for (enum what w = FLOCK; w <= LOCKF; w++) {
         file_lock(w, 0);
         file_lock(w, 1);
+        jumped(w);
     }
     sysv(0);
     sysv(1);

@@ -1,8 +1,9 @@
 //! The kick: greenhook's own signal (`SIGRTMAX-1`), sent to an offload
 //! worker to end the system call it makes for a fiber (a file lock, a
-//! System V IPC or message queue wait: see `crate::blocking`) with `EINTR`,
-//! when a handler that ran in that fiber means the call would have ended
-//! so natively (no `SA_RESTART`, or a call the kernel never restarts).
+//! System V IPC or message queue wait, `tcdrain`: see `crate::blocking`)
+//! with `EINTR` when a signal or a cancellation reaches that fiber: the
+//! handler then runs in the fiber once the call is over, and the call is
+//! made again where the kernel would have restarted it.
 //!
 //! Its handler is installed without `SA_RESTART` (so the worker's call is
 //! not restarted) at the first call that needs it. Workers block every

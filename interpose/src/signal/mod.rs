@@ -45,10 +45,12 @@
 //! kernel never restarts them); lock, condition, rwlock, barrier, join and
 //! `pthread_once` waits run the handler and go on waiting (those calls
 //! never fail with `EINTR`); the blocking calls on the offload pool (file
-//! locks, System V IPC, message queues: see `blocking`) run the handler at
-//! once and end with `EINTR` where the kernel's would, greenhook's own
-//! signal ([`kick`]) stopping the worker's call; other offloaded calls
-//! cannot be interrupted, so their handler runs when the call is done.
+//! locks, System V IPC, message queues, `tcdrain`: see `blocking`) have
+//! the worker's call ended by greenhook's own signal ([`kick`]), run the
+//! handler, and make the call again or end with `EINTR` as the kernel's
+//! would; other offloaded calls cannot be ended, so their handler runs
+//! when the call is done. A handler may leave by `siglongjmp`, which gives
+//! back the mask `sigsetjmp` saved ([`jump`]).
 //!
 //! **Waits.** `pause` and `sigsuspend` suspend the calling fiber until a
 //! handler ran in it. `sigwait`, `sigwaitinfo` and `sigtimedwait` take a
@@ -59,6 +61,7 @@
 //! handlers as above.
 
 mod deliver;
+mod jump;
 pub(crate) mod kick;
 mod state;
 mod table;

@@ -1,0 +1,162 @@
+/*
+ * jump_masks: leaving a signal handler by siglongjmp, compared with glibc.
+ * A thread stays alive throughout (under greenhook: masks are per fiber).
+ *
+ *   three times: a SIGALRM handler 100 ms into a sleep(1) jumps back to
+ *   sigsetjmp(env, 1): each sleep ends at the alarm, and SIGALRM is
+ *   unblocked again after the jump (it stayed blocked for good, and the
+ *   second alarm never ran its handler, before)
+ *   the same from a thread, with siglongjmp, longjmp and __longjmp_chk
+ *   (what the fortified headers call)
+ *   _setjmp/longjmp: no mask saved, so SIGALRM stays blocked after the jump
+ *   sigsetjmp saves the caller's own mask: SIGUSR1 blocked by main alone
+ *   (another thread accepts it) before sigsetjmp, unblocked after it, is
+ *   blocked again after the jump
+ *
+ * usage: jump_masks
+ * stdout: one line per case.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+extern void __longjmp_chk(struct __jmp_buf_tag env[1], int val) __attribute__((noreturn));
+
+static sigjmp_buf senv;
+static jmp_buf env;
+static volatile sig_atomic_t ran;
+static int how; /* 0: siglongjmp, 1: longjmp, 2: __longjmp_chk */
+
+static void jump_back(int sig)
+{
+    (void)sig;
+    ran++;
+    if (how == 0)
+        siglongjmp(senv, 1);
+    if (how == 1)
+        longjmp(senv, 1);
+    __longjmp_chk(senv, 1);
+}
+
+static void jump_back_unsaved(int sig)
+{
+    (void)sig;
+    ran++;
+    longjmp(env, 1);
+}
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static int blocked(int sig)
+{
+    sigset_t cur;
+    pthread_sigmask(SIG_BLOCK, NULL, &cur);
+    return sigismember(&cur, sig);
+}
+
+static void alarm_in_100ms(void (*h)(int))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = h;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {.it_value = {0, 100000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static void report(const char *what, double t0)
+{
+    double s = now() - t0;
+    printf("%s: %s, handler ran %d, SIGALRM %s after the jump\n", what,
+           s < 0.6 ? "the sleep ended at the alarm" : "slept on", (int)ran, blocked(SIGALRM) ? "blocked" : "unblocked");
+}
+
+static const char *names[] = {"siglongjmp", "longjmp", "__longjmp_chk"};
+
+/* Sleeps until the alarm, whose handler jumps back by `how`. */
+static void saved_jump(const char *who, int kind)
+{
+    char what[80];
+    snprintf(what, sizeof what, "%s, %s to sigsetjmp(env, 1)", who, names[kind]);
+    how = kind;
+    ran = 0;
+    double t0 = now();
+    if (sigsetjmp(senv, 1) == 0) {
+        alarm_in_100ms(jump_back);
+        sleep(1);
+    }
+    report(what, t0);
+}
+
+static void *in_thread(void *arg)
+{
+    (void)arg;
+    sigset_t m;
+    sigemptyset(&m);
+    sigaddset(&m, SIGALRM);
+    pthread_sigmask(SIG_UNBLOCK, &m, NULL);
+    for (int k = 0; k < 3; k++)
+        saved_jump("a thread", k);
+    pthread_sigmask(SIG_BLOCK, &m, NULL);
+    return NULL;
+}
+
+static void *idle(void *arg)
+{
+    (void)arg;
+    sleep(100);
+    return NULL;
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    sigset_t alrm, usr1;
+    sigemptyset(&alrm);
+    sigaddset(&alrm, SIGALRM);
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    /* The idle thread accepts SIGUSR1 and never SIGALRM. */
+    pthread_sigmask(SIG_BLOCK, &alrm, NULL);
+    pthread_t t;
+    pthread_create(&t, NULL, idle, NULL);
+    pthread_detach(t);
+    pthread_sigmask(SIG_UNBLOCK, &alrm, NULL);
+
+    for (int i = 0; i < 3; i++)
+        saved_jump("main", 0);
+
+    pthread_sigmask(SIG_BLOCK, &alrm, NULL);
+    pthread_create(&t, NULL, in_thread, NULL);
+    pthread_join(t, NULL);
+    pthread_sigmask(SIG_UNBLOCK, &alrm, NULL);
+
+    ran = 0;
+    double t0 = now();
+    if (_setjmp(env) == 0) {
+        alarm_in_100ms(jump_back_unsaved);
+        sleep(1);
+    }
+    report("main, longjmp to _setjmp (no mask saved)", t0);
+    pthread_sigmask(SIG_UNBLOCK, &alrm, NULL);
+
+    pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+    if (sigsetjmp(senv, 1) == 0) {
+        pthread_sigmask(SIG_UNBLOCK, &usr1, NULL);
+        printf("SIGUSR1 blocked by main alone, sigsetjmp, unblocked: %s\n", blocked(SIGUSR1) ? "blocked" : "unblocked");
+        siglongjmp(senv, 1);
+    }
+    printf("after siglongjmp: SIGUSR1 %s, as at sigsetjmp\n", blocked(SIGUSR1) ? "blocked" : "unblocked");
+    return 0;
+}
