@@ -29,7 +29,6 @@ use crate::hook::hook;
 /// glibc's `struct __jmp_buf_tag` (`jmp_buf` and `sigjmp_buf` are arrays
 /// of one).
 #[repr(C)]
-#[derive(Clone, Copy)]
 pub(crate) struct JmpBufTag {
     regs: [c_ulong; REGS],
     mask_was_saved: c_int,
@@ -146,22 +145,32 @@ fn saved(env: &JmpBufTag) -> u64 {
 /// # Safety
 /// `env` is a buffer `sigsetjmp`/`setjmp` filled, whose frame is live.
 unsafe fn jump(env: *mut JmpBufTag, val: c_int, real: unsafe fn(*mut JmpBufTag, c_int)) -> ! {
-    // SAFETY: per the contract.
-    let mut copy = unsafe { env.read() };
-    let target = if copy.mask_was_saved != 0 {
+    // A byte copy of the buffer (parts of it may never have been written),
+    // saying no mask was saved: in this frame, alive until the jump.
+    let mut copy = std::mem::MaybeUninit::<JmpBufTag>::uninit();
+    // SAFETY: per the contract; glibc always writes the flag.
+    let target = if unsafe { (*env).mask_was_saved } != 0 {
+        // SAFETY: per the contract: a mask was saved, so `sigsetjmp` wrote
+        // the kernel's word of it, and our stub the record.
+        let bits = saved(unsafe { &*env });
         let mut set: sigset_t = super::current_mask();
-        super::bits_to_set(saved(&copy), &mut set);
+        super::bits_to_set(bits, &mut set);
         super::change_mask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
-        copy.mask_was_saved = 0;
         // What the mask unblocked runs now, before the jump.
         super::run_pending();
-        &raw mut copy
+        // SAFETY: `env` is a whole buffer, `copy` as large; then the
+        // copy's flag, a plain int, is written through its pointer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(env, copy.as_mut_ptr(), 1);
+            (&raw mut (*copy.as_mut_ptr()).mask_was_saved).write(0);
+        }
+        copy.as_mut_ptr()
     } else {
         env
     };
     // Back in the program's code, at depth 0, once it lands.
-    // SAFETY: per the contract; the copy is read before the jump leaves
-    // this frame.
+    // SAFETY: per the contract; the copy (in this frame) is read before
+    // the jump leaves it.
     crate::hook::program(|| unsafe { real(target, val) });
     std::process::abort()
 }
