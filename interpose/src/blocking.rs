@@ -42,6 +42,19 @@ struct How {
     cancellation_point: bool,
 }
 
+impl How {
+    /// Where the call begins and ends: a cancellation point acts on a
+    /// pending cancellation; another call only on an asynchronous one
+    /// (a deferred one waits for the program's next point, as natively).
+    fn cancel_point(self) {
+        if self.cancellation_point {
+            crate::cancel_point();
+        } else {
+            crate::thread::cancel::async_point();
+        }
+    }
+}
+
 /// `flock`.
 const FLOCK: How = How {
     restartable: true,
@@ -107,7 +120,7 @@ fn wait_on_pool<R>(how: How, blocking: impl Fn() -> R) -> R
 where
     R: Copy + PartialEq + From<i8> + Send,
 {
-    crate::cancel_point();
+    how.cancel_point();
     let kickable = crate::signal::kick::ready();
     loop {
         let mark = crate::signal::HandlerMark::now();
@@ -136,11 +149,12 @@ where
         if r == R::from(-1) && e == libc::EINTR && !ends {
             // Kicked for a handler with SA_RESTART, a cancellation this
             // call is no point of, or nothing left to run: the kernel's
-            // restart.
+            // restart (an asynchronous cancellation acts first).
+            crate::thread::cancel::async_point();
             continue;
         }
         errno::set(e);
-        crate::cancel_point();
+        how.cancel_point();
         return r;
     }
 }

@@ -13,7 +13,9 @@
  *   a handler that leaves a flock, fcntl F_SETLKW or lockf wait by
  *   siglongjmp (the classic lock timeout): the lock is not taken later,
  *   behind the program's back, once its holder lets go
- *   a thread cancelled in fcntl F_SETLKW (a cancellation point) ends
+ *   a thread cancelled in fcntl F_SETLKW (a cancellation point) ends; one
+ *   cancelled in flock (no cancellation point) gets the lock, and the
+ *   cancellation acts at its next pthread_testcancel
  *   the program's own use of SIGRTMAX-1 (greenhook's kick): its handler,
  *   SIG_IGN, and SIG_DFL (a child dies of it)
  *
@@ -217,27 +219,34 @@ static void mqueue(void)
 
 static void *cancelled(void *arg)
 {
-    (void)arg;
     int fd = open(lockpath, O_RDWR);
-    struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-    fcntl(fd, F_SETLKW, &l);
-    printf("cancel: fcntl returned\n");
+    if (arg) {
+        /* flock is no cancellation point: it returns, then testcancel acts. */
+        int r = flock(fd, LOCK_EX);
+        printf("cancel: flock returned %d\n", r);
+        pthread_testcancel();
+    } else {
+        struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        fcntl(fd, F_SETLKW, &l);
+    }
+    printf("cancel: the lock call returned\n");
     return NULL;
 }
 
-static void cancel(void)
+static void cancel(int in_flock)
 {
-    pid_t h = holder(2000);
+    pid_t h = holder(in_flock ? 600 : 2000);
     pthread_t t;
-    pthread_create(&t, NULL, cancelled, NULL);
+    pthread_create(&t, NULL, cancelled, in_flock ? "flock" : NULL);
     usleep(200000);
     long long t0 = now_ns();
     pthread_cancel(t);
     void *r;
     pthread_join(t, &r);
     long long ms = (now_ns() - t0) / 1000000;
-    printf("cancel: a thread in fcntl F_SETLKW is %s, %s\n", r == PTHREAD_CANCELED ? "cancelled" : "not cancelled",
-           ms < 1000 ? "before the holder let go" : "after the holder let go");
+    printf("cancel: a thread in %s is %s, %s\n", in_flock ? "flock" : "fcntl F_SETLKW",
+           r == PTHREAD_CANCELED ? "cancelled" : "not cancelled",
+           ms < (in_flock ? 350 : 1000) ? "before the holder let go" : "after the holder let go");
     waitpid(h, NULL, 0);
 }
 
@@ -293,7 +302,8 @@ int main(void)
     sysv(0);
     sysv(1);
     mqueue();
-    cancel();
+    cancel(0);
+    cancel(1);
     kick_number();
     ticker_stop(tick);
     unlink(lockpath);
