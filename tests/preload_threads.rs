@@ -93,6 +93,16 @@ fn asynchronous_cancel_ends_threads_blocked_on_mutexes() {
     differential("cancel_async", &["mutex_self_deadlock", "mutex_other"]);
 }
 
+/// A deferred cancellation acts where glibc's calls are cancellation
+/// points: inside a `write` blocked on a full socket, not inside a
+/// `sendfile` (which then sends it all, and the thread ends at its next
+/// `pthread_testcancel`; it ended inside the call, the reader short of
+/// data, before).
+#[test]
+fn deferred_cancel_acts_only_at_glibcs_cancellation_points() {
+    differential("cancel_points", &[]);
+}
+
 /// Policy and priority per thread: set, read back, inherited, explicit at
 /// creation, and glibc's errors.
 #[test]

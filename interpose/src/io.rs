@@ -524,7 +524,11 @@ fn send_file(out: c_int, inp: c_int, off: *mut libc::off_t, n: size_t) -> ssize_
     // SAFETY: the caller's arguments, with the remaining count.
     let from = move |done: usize| unsafe { sendfile::real(out, inp, off, n - done) };
     match path(out) {
-        Path::Managed(fd) => all(fd, || n, |done| nowait::nonblocking(fd, || from(done))),
+        Path::Managed(fd) => {
+            // glibc's sendfile is no cancellation point.
+            let _no = crate::thread::cancel::NotAPoint::enter();
+            all(fd, || n, |done| nowait::nonblocking(fd, || from(done)))
+        }
         _ => from(0),
     }
 }

@@ -52,6 +52,9 @@ pub(super) struct State {
     disabled: Cell<bool>,
     /// `PTHREAD_CANCEL_ASYNCHRONOUS`.
     asynchronous: Cell<bool>,
+    /// Inside a call that is no cancellation point but shares the waits of
+    /// ones that are (see [`NotAPoint`]): a deferred cancellation waits.
+    not_a_point: Cell<bool>,
 }
 
 impl State {
@@ -60,6 +63,12 @@ impl State {
         if !self.pending.replace(true) {
             PENDING.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Whether a pending cancellation may act here (the fiber's type, and
+    /// where it is).
+    fn acts_here(&self) -> bool {
+        self.pending.get() && !self.disabled.get() && (!self.not_a_point.get() || self.asynchronous.get())
     }
 
     /// Clears a requested cancellation; whether there was one.
@@ -83,15 +92,39 @@ pub(crate) fn any_pending() -> bool {
 /// an interrupted wait that would otherwise go on ends so that its
 /// cancellation point acts.
 pub(crate) fn due_here() -> bool {
-    any_pending() && current_record().is_some_and(|r| r.cancel.pending.get() && !r.cancel.disabled.get())
+    any_pending() && current_record().is_some_and(|r| r.cancel.acts_here())
 }
 
 /// Acts on the calling fiber's pending cancellation, if it is enabled and
 /// the fiber is not already exiting: ends the fiber with `PTHREAD_CANCELED`.
 pub(crate) fn act() {
     let Some(rec) = current_record() else { return };
-    if !rec.cancel.disabled.get() && !rec.exiting.get() && rec.cancel.take() {
+    if rec.cancel.acts_here() && !rec.exiting.get() && rec.cancel.take() {
         exit::exit_fiber(rec, PTHREAD_CANCELED);
+    }
+}
+
+/// Held for the length of a call that glibc does not make a cancellation
+/// point (`sendfile`) but that waits through the helpers of calls that
+/// are (`read`, `write`): the cancellation points it passes act only on
+/// an asynchronous cancellation, as natively.
+pub(crate) struct NotAPoint(Option<(Rc<super::Record>, bool)>);
+
+impl NotAPoint {
+    /// Marks the calling fiber (if it is a pthread) until dropped.
+    pub(crate) fn enter() -> NotAPoint {
+        NotAPoint(current_record().map(|r| {
+            let was = r.cancel.not_a_point.replace(true);
+            (r, was)
+        }))
+    }
+}
+
+impl Drop for NotAPoint {
+    fn drop(&mut self) {
+        if let Some((r, was)) = &self.0 {
+            r.cancel.not_a_point.set(*was);
+        }
     }
 }
 

@@ -1,0 +1,78 @@
+/*
+ * cancel_points: a deferred pthread_cancel of a thread blocked in a call
+ * that glibc makes a cancellation point, and in one it does not, compared
+ * with glibc.
+ *
+ *   sendfile (no cancellation point) of 4 MiB into a full socket: the
+ *   call goes on until the reader has drained it all, then the
+ *   cancellation acts at pthread_testcancel
+ *   write (a cancellation point) of 4 MiB into a full socket: cancelled
+ *   inside the call
+ *
+ * usage: cancel_points
+ * stdout: one line per case.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define SIZE (4 << 20)
+
+static int sv[2], file;
+static char *data;
+
+static void *sender(void *by_sendfile)
+{
+    ssize_t n = by_sendfile ? sendfile(sv[0], file, NULL, SIZE) : write(sv[0], data, SIZE);
+    printf("%s returned %s\n", by_sendfile ? "sendfile" : "write", n == SIZE ? "all of it" : "part of it");
+    pthread_testcancel();
+    printf("not cancelled at pthread_testcancel\n");
+    return NULL;
+}
+
+static void run(int by_sendfile)
+{
+    socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+    lseek(file, 0, SEEK_SET);
+    pthread_t t;
+    pthread_create(&t, NULL, sender, by_sendfile ? "sendfile" : NULL);
+    usleep(200000);
+    pthread_cancel(t);
+    usleep(200000);
+    /* The receiver takes what comes, until nothing has come for 500 ms. */
+    char buf[65536];
+    size_t got = 0;
+    struct pollfd p = {.fd = sv[1], .events = POLLIN};
+    while (got < SIZE && poll(&p, 1, 500) == 1) {
+        ssize_t n = read(sv[1], buf, sizeof buf);
+        if (n <= 0)
+            break;
+        got += n;
+    }
+    void *r;
+    pthread_join(t, &r);
+    printf("%s: %s, the reader got %s\n", by_sendfile ? "sendfile" : "write",
+           r == PTHREAD_CANCELED ? "cancelled" : "not cancelled", got == SIZE ? "all of it" : "part of it");
+    close(sv[0]);
+    close(sv[1]);
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    data = calloc(1, SIZE);
+    char path[] = "/tmp/greenhook-cancel-points-XXXXXX";
+    file = mkstemp(path);
+    unlink(path);
+    if (file < 0 || write(file, data, SIZE) != SIZE)
+        return 1;
+    run(1);
+    run(0);
+    return 0;
+}
