@@ -128,6 +128,21 @@ pub fn wait_fds(fds: &[(RawFd, Interest)], deadline: Option<Instant>) -> io::Res
     }
 }
 
+/// Wakes this hub's tasks waiting on `fd` to read (`readable`) or to
+/// write (`writable`), as a readiness event does: they try their call
+/// again (a wake-up may be spurious). For a change of an fd's state for
+/// which the kernel ends its blocked calls but epoll reports nothing: a
+/// Unix stream socket's own `shutdown(SHUT_WR)` fails a blocked write
+/// with `EPIPE`, yet never makes the socket `EPOLLOUT`.
+pub fn wake_fd(fd: RawFd, readable: bool, writable: bool) {
+    if fd < 0 {
+        return;
+    }
+    if let Some(hub) = Hub::existing() {
+        hub.wake_ready_fds(&[(fd, readable, writable)]);
+    }
+}
+
 /// Forgets `fd` before it is closed (or replaced by `dup2`): drops its
 /// registration and wakes every task waiting on it with `EBADF`.
 pub fn forget_fd(fd: RawFd) {

@@ -80,7 +80,7 @@ use std::rc::Rc;
 pub use clock::{now_nanos, offset_now, Deadline};
 pub use cputime::cpu_time;
 pub use deadlock::DEADLOCK_EXIT_CODE;
-pub use fd::{forget_fd, registered_high, wait_fd, wait_fds, Interest};
+pub use fd::{forget_fd, registered_high, wait_fd, wait_fds, wake_fd, Interest};
 pub use fork::{in_loop, reset_after_fork, set_poll_hook};
 pub use handover::{yield_now, yield_to_hub};
 pub use park::{park, park_object, parked, parked_where, unpark, unpark_best, unpark_where, Park};

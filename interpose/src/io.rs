@@ -336,6 +336,20 @@ hook! {
         }
     }
 
+    /// `shutdown(2)`, then the fibers waiting to use the socket try again,
+    /// as the kernel's blocked calls do: a Unix stream socket's own
+    /// `SHUT_WR` fails a write blocked on it with `EPIPE`, but never makes
+    /// it writable for epoll, so such a writer waited for ever.
+    #[gate(crate::gate::cooperative())]
+    [io] fn shutdown(fd: c_int, how: c_int) -> c_int {
+        // SAFETY: forwarded unchanged.
+        let r = unsafe { shutdown::real(fd, how) };
+        if r == 0 {
+            hub::wake_fd(fd, how != libc::SHUT_WR, how != libc::SHUT_RD);
+        }
+        r
+    }
+
     /// `sendfile(2)` to a managed socket or pipe.
     #[gate(n != 0)]
     [io] fn sendfile(out: c_int, inp: c_int, off: *mut libc::off_t, n: size_t) -> ssize_t {

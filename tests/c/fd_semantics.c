@@ -440,6 +440,28 @@ static void check_raw_close_reuse(void)
     line("raw_close_reuse", "ok");
 }
 
+struct writer {
+    int fd;
+    ssize_t ret, again;
+    int err, again_err;
+    volatile int started;
+};
+
+/* Sends 4 MiB (blocks once the socket is full), then 1 byte more. */
+static void *blocked_writer(void *arg)
+{
+    struct writer *w = arg;
+    static char big[4 << 20];
+    w->started = 1;
+    errno = 0;
+    w->ret = send(w->fd, big, sizeof big, MSG_NOSIGNAL);
+    w->err = errno;
+    errno = 0;
+    w->again = send(w->fd, big, 1, MSG_NOSIGNAL);
+    w->again_err = errno;
+    return NULL;
+}
+
 static void check_shutdown_wakes(void)
 {
     int sv[2];
@@ -466,6 +488,22 @@ static void check_shutdown_wakes(void)
     CALL("peer_shutdown_wr", shutdown(sv[1], SHUT_WR), 0, 0);
     join(t);
     expect_call("peer_shutdown_wr_blocked_read", r2.ret, r2.err, 0, 0);
+    close(sv[0]);
+    close(sv[1]);
+
+    /* a writer blocked on a full socket whose own side another thread
+       shuts down for writing: part of it sent, then EPIPE (a Unix socket
+       never becomes writable for epoll then: greenhook's waiter hung) */
+    xsocketpair(sv);
+    struct writer w = { sv[0], 0, 0, 0, 0, 0 };
+    t = spawn(blocked_writer, &w);
+    while (!w.started)
+        usleep(1000);
+    usleep(100000);
+    CALL("own_shutdown_wr", shutdown(sv[0], SHUT_WR), 0, 0);
+    join(t);
+    line("own_shutdown_wr_blocked_send", "sent %s, then ret=%zd errno=%s", w.ret > 0 && w.ret < (4 << 20) ? "part" : "other",
+         w.again, en(w.again < 0 ? w.again_err : 0));
     close(sv[0]);
     close(sv[1]);
 
