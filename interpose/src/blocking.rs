@@ -1,8 +1,9 @@
 //! Calls that wait on something epoll cannot watch: file locks (`flock`,
 //! `lockf`, `fcntl(F_SETLKW)` and its OFD form), System V IPC (`msgrcv`,
 //! `msgsnd`, `semop`, `semtimedop`), POSIX message queues, `tcdrain` and
-//! `msync(MS_SYNC)` (which the kernel does not interrupt). Unhooked, a fiber waiting for a lock held by another
-//! fiber of the same hub deadlocked the process.
+//! `msync(MS_SYNC)` (which the kernel does not interrupt). Unhooked, a
+//! fiber waiting for a lock held by another fiber of the same hub
+//! deadlocked the process.
 //!
 //! Each first tries the call in a form that cannot wait (`LOCK_NB`,
 //! `F_TLOCK`, `F_SETLK`, `IPC_NOWAIT`, a zero or already-past timeout),
