@@ -62,6 +62,8 @@ fn direct(fd: c_int) -> bool {
 /// # Safety
 /// `iov` points at `cnt` iovecs describing writable memory.
 pub(crate) unsafe fn read_at(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
+    // A cancellation point, as glibc's reads are.
+    crate::cancel_point();
     if Fd::of(fd).is_direct() {
         return offload_read(fd, iov, cnt, off);
     }
@@ -103,18 +105,31 @@ fn on_pool(
     at: unsafe fn(c_int, *const iovec, c_int, off64_t) -> ssize_t,
 ) -> ssize_t {
     let iov = iov as usize;
-    offload(move || {
-        let iov = iov as *const iovec;
-        // SAFETY: the caller's buffers stay valid: offload does not return
-        // before this closure has finished.
-        unsafe {
-            if off < 0 {
-                at_offset(fd, iov, cnt)
-            } else {
-                at(fd, iov, cnt, off)
+    cancellation_point_around(|| {
+        offload(move || {
+            let iov = iov as *const iovec;
+            // SAFETY: the caller's buffers stay valid: offload does not return
+            // before this closure has finished.
+            unsafe {
+                if off < 0 {
+                    at_offset(fd, iov, cnt)
+                } else {
+                    at(fd, iov, cnt, off)
+                }
             }
-        }
+        })
     })
+}
+
+/// `call`, a call on the pool that glibc makes a cancellation point, with
+/// a cancellation acting before it and after it: one requested meanwhile
+/// acts when it returns, its result lost, as glibc's cancellation signal
+/// acts when the system call returns.
+fn cancellation_point_around<R>(call: impl FnOnce() -> R) -> R {
+    crate::cancel_point();
+    let r = call();
+    crate::cancel_point();
+    r
 }
 
 /// The read on the offload pool while the fiber waits.
@@ -161,14 +176,14 @@ hook! {
     #[gate(cooperative())]
     [file] fn fsync(fd: c_int) -> c_int {
         // SAFETY: forwarded unchanged, on another thread; plain values.
-        offload(move || unsafe { fsync::real(fd) })
+        cancellation_point_around(|| offload(move || unsafe { fsync::real(fd) }))
     }
 
     /// `fdatasync(2)`: on the offload pool when fibers could run meanwhile.
     #[gate(cooperative())]
     [file] fn fdatasync(fd: c_int) -> c_int {
         // SAFETY: forwarded unchanged, on another thread; plain values.
-        offload(move || unsafe { fdatasync::real(fd) })
+        cancellation_point_around(|| offload(move || unsafe { fdatasync::real(fd) }))
     }
 
     /// `syncfs(2)`: on the offload pool when fibers could run meanwhile.
@@ -183,7 +198,7 @@ hook! {
     #[gate(cooperative())]
     [file] fn sync_file_range(fd: c_int, off: off64_t, n: off64_t, flags: c_uint) -> c_int {
         // SAFETY: forwarded unchanged, on another thread; plain values.
-        offload(move || unsafe { sync_file_range::real(fd, off, n, flags) })
+        cancellation_point_around(|| offload(move || unsafe { sync_file_range::real(fd, off, n, flags) }))
     }
 
     /// `pread(2)`: regular files are read without stalling the hub.
@@ -207,27 +222,49 @@ hook! {
         unsafe { read_at(fd, iov, cnt, off) }
     }
 
-    /// `pwrite(2)`: on the offload pool for an `O_DIRECT` file.
-    #[gate(direct(fd) && off >= 0)]
+    /// `pwrite(2)`: on the offload pool for an `O_DIRECT` file; a
+    /// cancellation point for any regular file, as glibc's.
+    #[gate((direct(fd) || offloadable(fd)) && off >= 0)]
     [file] fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: off_t) -> ssize_t {
+        if !direct(fd) {
+            crate::cancel_point();
+            // SAFETY: forwarded unchanged.
+            return unsafe { pwrite::real(fd, buf, n, off) };
+        }
         write_one_direct(fd, buf, n, off)
     }
 
     /// `pwrite64(2)`: the same call on 64-bit glibc.
-    #[gate(direct(fd) && off >= 0)]
+    #[gate((direct(fd) || offloadable(fd)) && off >= 0)]
     [file] fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off: off64_t) -> ssize_t {
+        if !direct(fd) {
+            crate::cancel_point();
+            // SAFETY: forwarded unchanged.
+            return unsafe { pwrite64::real(fd, buf, n, off) };
+        }
         write_one_direct(fd, buf, n, off)
     }
 
-    /// `pwritev(2)`: on the offload pool for an `O_DIRECT` file.
-    #[gate(direct(fd) && off >= 0)]
+    /// `pwritev(2)`: on the offload pool for an `O_DIRECT` file; a
+    /// cancellation point for any regular file, as glibc's.
+    #[gate((direct(fd) || offloadable(fd)) && off >= 0)]
     [file] fn pwritev(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
+        if !direct(fd) {
+            crate::cancel_point();
+            // SAFETY: forwarded unchanged.
+            return unsafe { pwritev::real(fd, iov, cnt, off) };
+        }
         write_direct(fd, iov, cnt, off)
     }
 
     /// `pwritev64(2)`: the same call on 64-bit glibc.
-    #[gate(direct(fd) && off >= 0)]
+    #[gate((direct(fd) || offloadable(fd)) && off >= 0)]
     [file] fn pwritev64(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t) -> ssize_t {
+        if !direct(fd) {
+            crate::cancel_point();
+            // SAFETY: forwarded unchanged.
+            return unsafe { pwritev64::real(fd, iov, cnt, off) };
+        }
         write_direct(fd, iov, cnt, off)
     }
 

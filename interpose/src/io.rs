@@ -93,7 +93,10 @@ hook! {
         match path(fd) {
             Path::File(f) if f.is_direct() => crate::file::write_one_direct(fd, buf, n, -1),
             Path::Pass => pass_all(fd, n, from),
-            Path::File(_) => from(0, n),
+            Path::File(_) => {
+                crate::cancel_point();
+                from(0, n)
+            }
             // SAFETY: as `from`.
             Path::Managed(on) if on.nowait() => all(on, || n, |done| unsafe {
                 nowait::write(fd, buf.cast::<u8>().add(done).cast(), n - done)
@@ -125,7 +128,10 @@ hook! {
         let fd = match path(fd) {
             Path::File(f) if f.is_direct() => return crate::file::write_direct(fd, iov, cnt, -1),
             Path::Pass => return pass(fd, Interest::Writable, op),
-            Path::File(_) => return op(),
+            Path::File(_) => {
+                crate::cancel_point();
+                return op();
+            }
             Path::Polled(fd) => return polled(fd, Interest::Writable, op),
             Path::Managed(fd) => fd,
         };

@@ -8,6 +8,9 @@
  *   cancellation acts at pthread_testcancel
  *   write (a cancellation point) of 4 MiB into a full socket: cancelled
  *   inside the call
+ *   a thread reading, writing, or pwriting a regular file in a loop (for
+ *   up to 3 s): cancelled at its next call (it never was, before: it ran
+ *   its loop to the end)
  *
  * usage: cancel_points
  * stdout: one line per case.
@@ -20,6 +23,7 @@
 #include <stdlib.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SIZE (4 << 20)
@@ -63,6 +67,48 @@ static void run(int by_sendfile)
     close(sv[1]);
 }
 
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static const char *file_ops[] = {"read", "write", "pwrite"};
+
+static void *file_loop(void *arg)
+{
+    int op = *(int *)arg;
+    char b[64] = {0};
+    double t0 = now();
+    while (now() - t0 < 3) {
+        if (op == 0) {
+            if (read(file, b, sizeof b) == 0)
+                lseek(file, 0, SEEK_SET);
+        } else if (op == 1) {
+            if (write(file, b, sizeof b) != sizeof b)
+                lseek(file, 0, SEEK_SET);
+        } else if (pwrite(file, b, sizeof b, 0) != sizeof b) {
+            break;
+        }
+    }
+    return NULL;
+}
+
+static void file_cancel(int op)
+{
+    lseek(file, 0, SEEK_SET);
+    pthread_t t;
+    pthread_create(&t, NULL, file_loop, &op);
+    usleep(100000);
+    double t0 = now();
+    pthread_cancel(t);
+    void *r;
+    pthread_join(t, &r);
+    printf("a thread that %ss a regular file in a loop: %s%s\n", file_ops[op],
+           r == PTHREAD_CANCELED ? "cancelled" : "not cancelled", now() - t0 < 1 ? "" : ", late");
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -74,5 +120,7 @@ int main(void)
         return 1;
     run(1);
     run(0);
+    for (int op = 0; op < 3; op++)
+        file_cancel(op);
     return 0;
 }
