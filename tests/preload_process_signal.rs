@@ -123,9 +123,12 @@ fn sigwait_and_sigtimedwait_suspend_only_their_thread() {
 /// A handler left by `siglongjmp` (the classic `alarm` timeout): the mask
 /// `sigsetjmp` saved, the caller's own, is the thread's again after the
 /// jump, through `siglongjmp`, `longjmp` and `__longjmp_chk`, in main and
-/// in a thread; `_setjmp` saves none. (glibc restores it with an internal
-/// `sigprocmask`: the handler's mask stayed, SIGALRM blocked, and the
-/// second alarm never reached its handler.)
+/// in a thread, from a wait or from a computation; `_setjmp` saves none.
+/// (glibc restores it with an internal `sigprocmask`: the handler's mask
+/// stayed, SIGALRM blocked, and the second alarm never reached its
+/// handler.) A `SIGSEGV` handler jumping back out of a bad write three
+/// times (the second fault killed the process once greenhook kept glibc
+/// off the real mask, until the jump set it again itself).
 #[test]
 fn a_handler_left_by_siglongjmp_gives_back_the_saved_mask() {
     differential("jump_masks", &[]);

@@ -8,6 +8,11 @@
  *   second alarm never ran its handler, before)
  *   the same from a thread, with siglongjmp, longjmp and __longjmp_chk
  *   (what the fortified headers call)
+ *   the same while the thread computes (the handler runs at once, from
+ *   the signal's own frame), three times
+ *   a SIGSEGV handler (a fault's: the kernel runs it) jumping back out of
+ *   a bad write, three times in a thread and three in main (the second
+ *   fault killed the process: SIGSEGV stayed blocked in the kernel)
  *   _setjmp/longjmp: no mask saved, so SIGALRM stays blocked after the jump
  *   sigsetjmp saves the caller's own mask: SIGUSR1 blocked by main alone
  *   (another thread accepts it) before sigsetjmp, unblocked after it, is
@@ -99,6 +104,52 @@ static void saved_jump(const char *who, int kind)
     report(what, t0);
 }
 
+/* Computes until the alarm, whose handler jumps back. */
+static void computing_jump(const char *who)
+{
+    char what[80];
+    snprintf(what, sizeof what, "%s computing, siglongjmp to sigsetjmp(env, 1)", who);
+    how = 0;
+    ran = 0;
+    double t0 = now();
+    if (sigsetjmp(senv, 1) == 0) {
+        alarm_in_100ms(jump_back);
+        volatile unsigned long x = 0;
+        while (now() - t0 < 1.5)
+            x++;
+        printf("%s: the loop ran on\n", what);
+        return;
+    }
+    double s = now() - t0;
+    printf("%s: %s, handler ran %d, SIGALRM %s after the jump\n", what, s < 0.6 ? "ended at the alarm" : "late",
+           (int)ran, blocked(SIGALRM) ? "blocked" : "unblocked");
+}
+
+static void on_segv(int sig)
+{
+    (void)sig;
+    ran++;
+    siglongjmp(senv, 1);
+}
+
+/* Writes where nothing is mapped; the SIGSEGV handler jumps back. */
+static void fault_jump(const char *who)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_segv;
+    sigaction(SIGSEGV, &sa, NULL);
+    ran = 0;
+    if (sigsetjmp(senv, 1) == 0) {
+        volatile int *p = (int *)16;
+        *p = 1;
+        printf("%s: no fault\n", who);
+        return;
+    }
+    printf("%s: a fault's handler jumped back, handler ran %d, SIGSEGV %s\n", who, (int)ran,
+           blocked(SIGSEGV) ? "blocked" : "unblocked");
+}
+
 static void *in_thread(void *arg)
 {
     (void)arg;
@@ -108,6 +159,10 @@ static void *in_thread(void *arg)
     pthread_sigmask(SIG_UNBLOCK, &m, NULL);
     for (int k = 0; k < 3; k++)
         saved_jump("a thread", k);
+    for (int k = 0; k < 3; k++)
+        computing_jump("a thread");
+    for (int k = 0; k < 3; k++)
+        fault_jump("a thread");
     pthread_sigmask(SIG_BLOCK, &m, NULL);
     return NULL;
 }
@@ -141,6 +196,9 @@ int main(void)
     pthread_create(&t, NULL, in_thread, NULL);
     pthread_join(t, NULL);
     pthread_sigmask(SIG_UNBLOCK, &alrm, NULL);
+
+    for (int k = 0; k < 3; k++)
+        fault_jump("main");
 
     ran = 0;
     double t0 = now();

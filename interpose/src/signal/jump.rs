@@ -17,8 +17,11 @@
 //!   real mask glibc saved stands in.
 //! - `siglongjmp`, `longjmp`, `_longjmp` (one function in glibc) and
 //!   `__longjmp_chk` (their fortified form), when the buffer saved a mask,
-//!   set the virtual mask to it as the `sigprocmask` hook does, run what
-//!   that unblocked (the kernel delivers it inside `siglongjmp`'s
+//!   set the virtual mask to it as the `sigprocmask` hook does, set the
+//!   real mask to the intersection again (a handler the kernel ran, a
+//!   fault's or one the trampoline ran at once, left it with the handler's
+//!   signal blocked: the next fault killed the process), run what that
+//!   unblocked (the kernel delivers it inside `siglongjmp`'s
 //!   `sigprocmask`), then jump with a copy of the buffer that says no mask
 //!   was saved, so glibc leaves the real mask alone.
 
@@ -156,6 +159,10 @@ unsafe fn jump(env: *mut JmpBufTag, val: c_int, real: unsafe fn(*mut JmpBufTag, 
         let mut set: sigset_t = super::current_mask();
         super::bits_to_set(bits, &mut set);
         super::change_mask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+        // The jump may leave a handler the kernel ran (a fault's, or one
+        // run from the trampoline at once): the real mask is still the
+        // one it ran under.
+        super::state::with(|st| st.reapply_real());
         // What the mask unblocked runs now, before the jump.
         super::run_pending();
         // SAFETY: `env` is a whole buffer, `copy` as large; then the

@@ -388,6 +388,15 @@ impl State {
         self.real.set(Some(want));
     }
 
+    /// Sets the real mask to the intersection, whatever it is thought to
+    /// be: after a handler the kernel ran (with its own signal and mask
+    /// added to the real one) was left by `siglongjmp`, which skips the
+    /// `sigreturn` that would have given the kernel its mask back.
+    pub(super) fn reapply_real(&self) {
+        self.real.set(None);
+        self.apply_real();
+    }
+
     /// The real mask as last set by us.
     pub(super) fn real_mask(&self) -> Option<u64> {
         self.real.get()
