@@ -48,6 +48,15 @@ fn fwrite_to_a_full_pipe_waits_cooperatively() {
 /// must never contact), so the test proves the mechanism instead: every
 /// lookup is counted as an offload, answers match the unpatched run, and the
 /// ticker stays on time.
+/// A thread cancelled while blocked in `fgets` on an empty pipe or in
+/// `fwrite` to a full one: cancelled (the write looked for room for ever),
+/// and the stream's lock let go, so another thread can use the stream
+/// (it waited for ever for the cancelled thread's lock).
+#[test]
+fn a_thread_cancelled_in_stdio_lets_the_stream_go() {
+    util::differential("stdio_cancel", &[]);
+}
+
 #[test]
 fn name_resolution_runs_on_the_offload_pool() {
     differential_ticking("dns_lookup", &["20"]);

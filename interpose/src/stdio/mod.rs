@@ -225,13 +225,20 @@ fn clear_error(f: *mut FILE) {
 /// Runs `op` with `f` locked (for the locked entry points), the lock taken
 /// cooperatively ([`acquire`]).
 fn locked<R>(f: *mut FILE, lock: bool, op: impl FnOnce() -> R) -> R {
-    if lock {
-        acquire(f);
+    if !lock {
+        return op();
     }
+    acquire(f);
+    // A cancellation that acts inside `op` (a wait for input or for room)
+    // ends the fiber without unwinding this frame: its exit lets the lock
+    // go, as glibc's own stdio unlocks in a cleanup handler. Before, the
+    // stream stayed locked, and the next thread to use it waited for ever.
+    let noted = crate::thread::hold_stream(f as usize);
     let r = op();
-    if lock {
-        release(f);
+    if noted {
+        crate::thread::let_go_stream(f as usize);
     }
+    release(f);
     r
 }
 

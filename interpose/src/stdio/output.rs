@@ -57,7 +57,18 @@ fn before_output(f: *mut FILE, len: Option<usize>) -> Result<Kind, c_int> {
         if !crate::gate::can_yield() {
             break; // nothing else could drain it: let the write block
         }
-        hub::sleep(std::time::Duration::from_millis(1));
+        // Where the blocking write would wait: a cancellation point, and
+        // a handler without SA_RESTART ends it with EINTR (before, a
+        // thread cancelled here looked for room every millisecond for
+        // ever).
+        crate::cancel_point();
+        let mark = crate::signal::HandlerMark::now();
+        if crate::time::sleep_for(std::time::Duration::from_millis(1)).is_err() {
+            crate::cancel_point();
+            if mark.since().interrupts {
+                return Err(libc::EINTR);
+            }
+        }
     }
     Ok(k)
 }

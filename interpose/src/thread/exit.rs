@@ -75,6 +75,8 @@ fn continue_exit() -> ! {
         match buf {
             None => break h,
             Some(b) if once::is_marker(b) => once::abandon(b),
+            // A stdio stream a hook held (see `hold_stream`).
+            Some(b) if b & 3 == 2 => crate::stdio::release((b & !3) as *mut libc::FILE),
             Some(b) => {
                 // The handler is the program's code, in frames the hooks
                 // we skip were called from (see `hook::program`).

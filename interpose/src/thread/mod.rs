@@ -168,6 +168,25 @@ fn unregister(h: usize, fate: Gone) {
 }
 
 /// The record of the calling fiber, if it is one of our pthreads.
+/// Notes in the calling pthread fiber's cleanup chain that it holds the
+/// lock of the stdio stream at `f` (a hook's hold, around a wait): an
+/// exit or cancellation meanwhile lets it go, as glibc's stdio does in a
+/// cleanup handler. A marker with bit 1 set (a `FILE` is 8-aligned; see
+/// [`once`] for bit 0). Returns whether it was noted.
+pub(crate) fn hold_stream(f: usize) -> bool {
+    current_record().map(|r| r.cleanup.borrow_mut().push(f | 2)).is_some()
+}
+
+/// The hold [`hold_stream`] noted is over.
+pub(crate) fn let_go_stream(f: usize) {
+    if let Some(r) = current_record() {
+        let mut c = r.cleanup.borrow_mut();
+        if let Some(i) = c.iter().rposition(|&e| e == f | 2) {
+            c.remove(i);
+        }
+    }
+}
+
 fn current_record() -> Option<Rc<Record>> {
     if !hub::in_fiber() {
         return None;

@@ -36,7 +36,7 @@ fn word<'a>(o: usize) -> &'a AtomicI32 {
 
 /// Whether a cleanup-chain entry is a marker of ours.
 pub(super) fn is_marker(entry: usize) -> bool {
-    entry & 1 != 0
+    entry & 3 == 1
 }
 
 /// Undoes the init routine in progress that `marker` names.
