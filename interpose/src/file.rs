@@ -48,13 +48,6 @@ fn offloadable(fd: c_int) -> bool {
     cooperative() && crate::fdwait::known(Fd::of(fd)).is_regular_file()
 }
 
-/// Whether `fd` is an `O_DIRECT` file used where fibers could run
-/// meanwhile: its writes go to the pool too.
-#[inline]
-fn direct(fd: c_int) -> bool {
-    cooperative() && crate::fdwait::known(Fd::of(fd)).is_direct()
-}
-
 /// A read of a regular file at `off` (-1: the file offset, which the read
 /// advances): from the page cache if it can be had without blocking, else on
 /// the offload pool.
@@ -105,19 +98,17 @@ fn on_pool(
     at: unsafe fn(c_int, *const iovec, c_int, off64_t) -> ssize_t,
 ) -> ssize_t {
     let iov = iov as usize;
-    cancellation_point_around(|| {
-        offload(move || {
-            let iov = iov as *const iovec;
-            // SAFETY: the caller's buffers stay valid: offload does not return
-            // before this closure has finished.
-            unsafe {
-                if off < 0 {
-                    at_offset(fd, iov, cnt)
-                } else {
-                    at(fd, iov, cnt, off)
-                }
+    offload(move || {
+        let iov = iov as *const iovec;
+        // SAFETY: the caller's buffers stay valid: offload does not return
+        // before this closure has finished.
+        unsafe {
+            if off < 0 {
+                at_offset(fd, iov, cnt)
+            } else {
+                at(fd, iov, cnt, off)
             }
-        })
+        }
     })
 }
 
@@ -132,15 +123,30 @@ fn cancellation_point_around<R>(call: impl FnOnce() -> R) -> R {
     r
 }
 
-/// The read on the offload pool while the fiber waits.
+/// The read on the offload pool while the fiber waits ([`read_at`] was
+/// the cancellation point before it): one requested meanwhile acts when it
+/// returns.
 fn offload_read(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
-    on_pool(fd, iov, cnt, off, crate::io::readv::real, preadv64::real)
+    let r = on_pool(fd, iov, cnt, off, crate::io::readv::real, preadv64::real);
+    crate::cancel_point();
+    r
 }
 
 /// A write to an `O_DIRECT` file (`off` -1: at the file offset), on the
-/// offload pool while the fiber waits.
+/// offload pool while the fiber waits; a cancellation point.
 pub(crate) fn write_direct(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
-    on_pool(fd, iov, cnt, off, crate::io::writev::real, pwritev64::real)
+    cancellation_point_around(|| on_pool(fd, iov, cnt, off, crate::io::writev::real, pwritev64::real))
+}
+
+/// A positioned write to a regular file (`pwrite` and its forms): on the
+/// pool (`direct`) for an `O_DIRECT` file, else `real` (into the page
+/// cache), after the cancellation point glibc's write is.
+fn write_at(fd: c_int, direct: impl FnOnce() -> ssize_t, real: impl FnOnce() -> ssize_t) -> ssize_t {
+    if Fd::of(fd).is_direct() {
+        return direct();
+    }
+    crate::cancel_point();
+    real()
 }
 
 /// [`write_direct`] of one buffer.
@@ -224,48 +230,32 @@ hook! {
 
     /// `pwrite(2)`: on the offload pool for an `O_DIRECT` file; a
     /// cancellation point for any regular file, as glibc's.
-    #[gate((direct(fd) || offloadable(fd)) && off >= 0)]
+    #[gate(offloadable(fd) && off >= 0)]
     [file] fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: off_t) -> ssize_t {
-        if !direct(fd) {
-            crate::cancel_point();
-            // SAFETY: forwarded unchanged.
-            return unsafe { pwrite::real(fd, buf, n, off) };
-        }
-        write_one_direct(fd, buf, n, off)
+        // SAFETY: forwarded unchanged.
+        write_at(fd, || write_one_direct(fd, buf, n, off), || unsafe { pwrite::real(fd, buf, n, off) })
     }
 
     /// `pwrite64(2)`: the same call on 64-bit glibc.
-    #[gate((direct(fd) || offloadable(fd)) && off >= 0)]
+    #[gate(offloadable(fd) && off >= 0)]
     [file] fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off: off64_t) -> ssize_t {
-        if !direct(fd) {
-            crate::cancel_point();
-            // SAFETY: forwarded unchanged.
-            return unsafe { pwrite64::real(fd, buf, n, off) };
-        }
-        write_one_direct(fd, buf, n, off)
+        // SAFETY: forwarded unchanged.
+        write_at(fd, || write_one_direct(fd, buf, n, off), || unsafe { pwrite64::real(fd, buf, n, off) })
     }
 
     /// `pwritev(2)`: on the offload pool for an `O_DIRECT` file; a
     /// cancellation point for any regular file, as glibc's.
-    #[gate((direct(fd) || offloadable(fd)) && off >= 0)]
+    #[gate(offloadable(fd) && off >= 0)]
     [file] fn pwritev(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
-        if !direct(fd) {
-            crate::cancel_point();
-            // SAFETY: forwarded unchanged.
-            return unsafe { pwritev::real(fd, iov, cnt, off) };
-        }
-        write_direct(fd, iov, cnt, off)
+        // SAFETY: forwarded unchanged.
+        write_at(fd, || write_direct(fd, iov, cnt, off), || unsafe { pwritev::real(fd, iov, cnt, off) })
     }
 
     /// `pwritev64(2)`: the same call on 64-bit glibc.
-    #[gate((direct(fd) || offloadable(fd)) && off >= 0)]
+    #[gate(offloadable(fd) && off >= 0)]
     [file] fn pwritev64(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t) -> ssize_t {
-        if !direct(fd) {
-            crate::cancel_point();
-            // SAFETY: forwarded unchanged.
-            return unsafe { pwritev64::real(fd, iov, cnt, off) };
-        }
-        write_direct(fd, iov, cnt, off)
+        // SAFETY: forwarded unchanged.
+        write_at(fd, || write_direct(fd, iov, cnt, off), || unsafe { pwritev64::real(fd, iov, cnt, off) })
     }
 
     /// `preadv64(2)`: the same call on 64-bit glibc.
