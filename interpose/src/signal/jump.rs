@@ -76,7 +76,7 @@ unsafe fn note(env: *mut JmpBufTag, savemask: c_int) {
     let w = words(unsafe { &mut (*env).saved_mask });
     if savemask != 0 && super::virtual_masks() {
         w[RECORD] = MAGIC;
-        w[RECORD + 1] = super::set_to_bits(&super::current_mask());
+        w[RECORD + 1] = super::virtual_mask();
     } else {
         w[RECORD] = 0;
     }
@@ -156,7 +156,8 @@ unsafe fn jump(env: *mut JmpBufTag, val: c_int, real: unsafe fn(*mut JmpBufTag, 
         // SAFETY: per the contract: a mask was saved, so `sigsetjmp` wrote
         // the kernel's word of it, and our stub the record.
         let bits = saved(unsafe { &*env });
-        let mut set: sigset_t = super::current_mask();
+        // SAFETY: a zeroed sigset is valid; bits_to_set initialises it.
+        let mut set: sigset_t = unsafe { std::mem::zeroed() };
         super::bits_to_set(bits, &mut set);
         super::change_mask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
         // The jump may leave a handler the kernel ran (a fault's, or one

@@ -343,17 +343,19 @@ pub(crate) fn virtual_masks() -> bool {
     emulating() && (can_yield() || state::with(|st| st.ready()))
 }
 
+/// The calling context's virtual mask, as bits (where masks are virtual).
+fn virtual_mask() -> u64 {
+    state::with(|st| {
+        st.ensure();
+        st.mask(hub::current_id())
+    })
+}
+
 /// The calling context's signal mask (virtual when masks are per fiber).
 pub(crate) fn current_mask() -> sigset_t {
     // SAFETY: a zeroed sigset is a valid out buffer.
     let mut set: sigset_t = unsafe { std::mem::zeroed() };
-    let virt = virtual_masks().then(|| {
-        state::with(|st| {
-            st.ensure();
-            st.mask(hub::current_id())
-        })
-    });
-    match virt {
+    match virtual_masks().then(virtual_mask) {
         Some(m) => bits_to_set(m, &mut set),
         // SAFETY: query only.
         None => unsafe {
