@@ -322,7 +322,8 @@ fn loaded_as_shared_library() -> bool {
     let listed = std::env::var_os("LD_PRELOAD")
         .map(std::os::unix::ffi::OsStringExt::into_vec)
         .into_iter()
-        .chain(std::fs::read("/etc/ld.so.preload"));
+        // Read only if the variable did not name us.
+        .chain(std::iter::once_with(|| std::fs::read("/etc/ld.so.preload").ok()).flatten());
     #[cfg(target_os = "macos")]
     let listed = std::env::var_os("DYLD_INSERT_LIBRARIES")
         .map(std::os::unix::ffi::OsStringExt::into_vec)

@@ -233,10 +233,10 @@ fn locked<R>(f: *mut FILE, lock: bool, op: impl FnOnce() -> R) -> R {
     // ends the fiber without unwinding this frame: its exit lets the lock
     // go, as glibc's own stdio unlocks in a cleanup handler. Before, the
     // stream stayed locked, and the next thread to use it waited for ever.
-    let noted = crate::thread::hold_stream(f as usize);
+    let held = crate::thread::hold_stream(f as usize);
     let r = op();
-    if noted {
-        crate::thread::let_go_stream(f as usize);
+    if let Some(h) = held {
+        h.let_go();
     }
     release(f);
     r

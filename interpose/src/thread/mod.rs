@@ -172,16 +172,22 @@ fn unregister(h: usize, fate: Gone) {
 /// lock of the stdio stream at `f` (a hook's hold, around a wait): an
 /// exit or cancellation meanwhile lets it go, as glibc's stdio does in a
 /// cleanup handler. A marker with bit 1 set (a `FILE` is 8-aligned; see
-/// [`once`] for bit 0). Returns whether it was noted.
-pub(crate) fn hold_stream(f: usize) -> bool {
-    current_record().map(|r| r.cleanup.borrow_mut().push(f | 2)).is_some()
+/// [`once`] for bit 0). None outside a pthread fiber.
+pub(crate) fn hold_stream(f: usize) -> Option<StreamHold> {
+    current_record().map(|r| {
+        r.cleanup.borrow_mut().push(f | 2);
+        StreamHold(r, f | 2)
+    })
 }
 
-/// The hold [`hold_stream`] noted is over.
-pub(crate) fn let_go_stream(f: usize) {
-    if let Some(r) = current_record() {
-        let mut c = r.cleanup.borrow_mut();
-        if let Some(i) = c.iter().rposition(|&e| e == f | 2) {
+/// A hold [`hold_stream`] noted, until [`StreamHold::let_go`].
+pub(crate) struct StreamHold(Rc<Record>, usize);
+
+impl StreamHold {
+    /// The hold is over: its marker leaves the chain.
+    pub(crate) fn let_go(self) {
+        let mut c = self.0.cleanup.borrow_mut();
+        if let Some(i) = c.iter().rposition(|&e| e == self.1) {
             c.remove(i);
         }
     }
