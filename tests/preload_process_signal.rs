@@ -4,7 +4,7 @@
 //! the patched run must not have stalled the other threads.
 mod util;
 
-use util::{differential, ticker, time_ms};
+use util::{differential, differential_env, ticker, time_ms};
 
 #[test]
 fn system_in_three_threads_takes_one_second_not_three() {
@@ -132,6 +132,26 @@ fn sigwait_and_sigtimedwait_suspend_only_their_thread() {
 #[test]
 fn a_handler_left_by_siglongjmp_gives_back_the_saved_mask() {
     differential("jump_masks", &[]);
+}
+
+/// The System V and BSD signal calls (`sighold`, `sigrelse`, `sigset`,
+/// `sigignore`, `siginterrupt`, both `sigpause`s, `sigblock`, `sigsetmask`,
+/// `siggetmask`, `gsignal`, `ssignal`) give glibc's answers, with another
+/// thread ticking meanwhile. glibc makes them with its internal calls: a
+/// held signal's handler ran at once, `siginterrupt` left a `read` waiting
+/// for ever, and `sigpause` stopped every thread of the hub.
+#[test]
+fn system_v_and_bsd_signal_calls_act_on_the_calling_thread() {
+    differential("signal_compat", &[]);
+}
+
+/// The same with pthreads left as OS threads: a managed pipe's `read`,
+/// which waits in the kernel there, ends with `EINTR` after the program's
+/// own handler without `SA_RESTART` (it waited for ever, before: only the
+/// handlers behind greenhook's trampoline were counted).
+#[test]
+fn system_v_and_bsd_signal_calls_with_threads_left_native() {
+    differential_env("signal_compat", &[], &[("GREENHOOK_THREADS", "native")]);
 }
 
 #[test]

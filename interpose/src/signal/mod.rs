@@ -60,6 +60,7 @@
 //! again. `alarm` and `setitimer` are untouched: their signals reach
 //! handlers as above.
 
+mod compat;
 mod deliver;
 mod jump;
 pub(crate) mod kick;
@@ -625,6 +626,40 @@ hook! {
 /// that is disabled) goes on.
 pub(crate) fn restart_after_interrupt() -> bool {
     !run_pending().interrupts && !crate::thread::cancel::due_here()
+}
+
+/// After a wait in the kernel that stands for a blocking call ended with
+/// `EINTR` and no handler behind our trampoline counted: whether the call
+/// would have ended with `EINTR` too. Such a handler is the program's own,
+/// installed as it is (pthreads stay OS threads, `GREENHOOK_THREADS=native`,
+/// or an OS thread that is not the fibers' installed it), and which signal
+/// interrupted is not known: the call ends if any signal this OS thread
+/// accepts has a handler without `SA_RESTART`, and goes on otherwise (the
+/// kernel restarts the blocking call after a handler with it). Faults,
+/// greenhook's own kick and the preemption signal are left out.
+pub(crate) fn direct_handler_ends_call() -> bool {
+    // SAFETY: a zeroed sigset is a valid out buffer; a query only.
+    let mut mask: sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { pthread_sigmask::real(libc::SIG_SETMASK, std::ptr::null(), &mut mask) };
+    let skip = set_to_bits(&mask) | UNBLOCKABLE | SYNCHRONOUS;
+    (1..NSIG as c_int).any(|sig| {
+        if skip & bit(sig) != 0
+            || HANDLERS[sig as usize].load(Ordering::Relaxed) != 0
+            || kick::is_kick(sig)
+            || crate::preempt::signal() == Some(sig)
+        {
+            return false;
+        }
+        // SAFETY: a zeroed sigaction is a valid out buffer; a query only.
+        let mut k: SigAction = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let r = unsafe { sigaction::real(sig, std::ptr::null(), &mut k) };
+        r == 0
+            && k.sa_sigaction != libc::SIG_DFL
+            && k.sa_sigaction != libc::SIG_IGN
+            && k.sa_flags & libc::SA_RESTART == 0
+    })
 }
 
 /// The handlers that have run in the calling thread so far: a wait that
