@@ -332,10 +332,14 @@ fn wait_in_kernel(fd: Fd, interest: Interest, deadline: Option<Instant>) -> Resu
             return Ok(());
         }
         // r == 0: loop to re-check the deadline; EINTR: the blocking call
-        // would have been restarted, unless the handler lacked SA_RESTART.
+        // would have been restarted, unless the handler lacked SA_RESTART
+        // (ours count it; the program's own, installed directly, are asked).
         if r < 0 {
             let e = errno::get();
-            if e != libc::EINTR || crate::signal::interruptions() != handled {
+            if e != libc::EINTR
+                || crate::signal::interruptions() != handled
+                || crate::signal::direct_handler_ends_call()
+            {
                 return Err(e);
             }
         }
