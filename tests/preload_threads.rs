@@ -104,6 +104,19 @@ fn deferred_cancel_acts_only_at_glibcs_cancellation_points() {
     differential("cancel_points", &[]);
 }
 
+/// A cancellation already pending when a call is made: each of glibc's
+/// cancellation points acts on it even where the call would not wait (a
+/// zero timeout, `MSG_DONTWAIT`, a ready pipe, a free semaphore), and the
+/// calls glibc does not make points return. Before, 31 calls greenhook
+/// passed straight to libc in those cases (`poll` with no timeout, `recv`
+/// with `MSG_DONTWAIT`, `close`, `accept` on a non-blocking listener, the
+/// message queues, `fcntl(F_SETLKW)` on a free lock…) returned, and
+/// `sem_clockwait` on a free semaphore acted where glibc's does not.
+#[test]
+fn a_pending_cancellation_acts_at_every_glibc_cancellation_point() {
+    differential("cancel_every_point", &[]);
+}
+
 /// Policy and priority per thread: set, read back, inherited, explicit at
 /// creation, and glibc's errors.
 #[test]

@@ -253,18 +253,21 @@ hook! {
 
     /// `lockf(3)`: with `F_LOCK` tries `F_TLOCK` first; the other commands
     /// never wait.
+    #[cancel_point(cmd == libc::F_LOCK)]
     #[gate(cooperative() && cmd == libc::F_LOCK)]
     [file] fn lockf(fd: c_int, cmd: c_int, len: off_t) -> c_int {
         lockf_wait(lockf::real, fd, len)
     }
 
     /// `lockf64(3)` (the same function on 64-bit targets).
+    #[cancel_point(cmd == libc::F_LOCK)]
     #[gate(cooperative() && cmd == libc::F_LOCK)]
     [file] fn lockf64(fd: c_int, cmd: c_int, len: off_t) -> c_int {
         lockf_wait(lockf64::real, fd, len)
     }
 
     /// `msgrcv(2)`.
+    #[cancel_point]
     #[gate(cooperative() && flags & libc::IPC_NOWAIT == 0)]
     [file] fn msgrcv(id: c_int, p: *mut c_void, size: size_t, typ: c_long, flags: c_int) -> ssize_t {
         try_then_offload(
@@ -278,6 +281,7 @@ hook! {
     }
 
     /// `msgsnd(2)`.
+    #[cancel_point]
     #[gate(cooperative() && flags & libc::IPC_NOWAIT == 0)]
     [file] fn msgsnd(id: c_int, p: *const c_void, size: size_t, flags: c_int) -> c_int {
         try_then_offload(
@@ -303,24 +307,28 @@ hook! {
     }
 
     /// `mq_timedreceive(3)`.
+    #[cancel_point]
     #[gate(cooperative())]
     [file] fn mq_timedreceive(q: mqd_t, p: *mut c_char, len: size_t, prio: *mut c_uint, t: *const timespec) -> ssize_t {
         mq_receive_wait(q, p, len, prio, t)
     }
 
     /// `mq_receive(3)`.
+    #[cancel_point]
     #[gate(cooperative())]
     [file] fn mq_receive(q: mqd_t, p: *mut c_char, len: size_t, prio: *mut c_uint) -> ssize_t {
         mq_receive_wait(q, p, len, prio, std::ptr::null())
     }
 
     /// `mq_timedsend(3)`.
+    #[cancel_point]
     #[gate(cooperative())]
     [file] fn mq_timedsend(q: mqd_t, p: *const c_char, len: size_t, prio: c_uint, t: *const timespec) -> c_int {
         mq_send_wait(q, p, len, prio, t)
     }
 
     /// `mq_send(3)`.
+    #[cancel_point]
     #[gate(cooperative())]
     [file] fn mq_send(q: mqd_t, p: *const c_char, len: size_t, prio: c_uint) -> c_int {
         mq_send_wait(q, p, len, prio, std::ptr::null())
@@ -328,6 +336,7 @@ hook! {
 
     /// `tcdrain(3)`: waits for a terminal's output to be sent; on the pool,
     /// ended by a signal or a cancellation as the kernel ends it.
+    #[cancel_point]
     #[gate(cooperative())]
     [file] fn tcdrain(fd: c_int) -> c_int {
         // SAFETY: forwarded unchanged, on a worker; plain values.
@@ -335,6 +344,7 @@ hook! {
     }
 
     /// `msync(2)`: `MS_SYNC` waits for the disk, on the pool.
+    #[cancel_point]
     #[gate(cooperative() && flags & libc::MS_SYNC != 0)]
     [file] fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int {
         let call = crate::AssertSend(move || {

@@ -163,12 +163,14 @@ hook! {
     }
 
     /// `fcntl(2)`; the third argument is read as a word (see `real`).
+    #[cancel_point(cmd == libc::F_SETLKW || cmd == libc::F_OFD_SETLKW)]
     #[gate(crate::gate::on())]
     [fd] fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
         fcntl_on(fd, cmd, arg)
     }
 
     /// `fcntl64(2)`: the same call on 64-bit glibc.
+    #[cancel_point(cmd == libc::F_SETLKW || cmd == libc::F_OFD_SETLKW)]
     #[gate(crate::gate::on())]
     [fd] fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
         fcntl_on(fd, cmd, arg)
@@ -222,6 +224,7 @@ hook! {
 
     /// `close(2)`: fibers waiting on the fd wake with `EBADF`; its
     /// registration and bookkeeping go before the number can be reused.
+    #[cancel_point]
     [fd] fn close(fd: c_int) -> c_int {
         // Even unpatched: a Rust API user may have waited on this fd through
         // greenhook::io, and a registration that outlives the fd would

@@ -217,54 +217,63 @@ unsafe fn fopened(path: *const c_char, mode: *const c_char, real: impl FnOnce() 
 
 hook! {
     /// `open(2)`.
+    #[cancel_point]
     [file] fn open(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
         // SAFETY: forwarded, with our O_NONBLOCK for a FIFO.
         opened(libc::AT_FDCWD, path, flags, |f| unsafe { open::real(path, f, mode) })
     }
 
     /// `open64(2)`: the same call on 64-bit glibc.
+    #[cancel_point]
     [file] fn open64(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
         // SAFETY: as `open`.
         opened(libc::AT_FDCWD, path, flags, |f| unsafe { open64::real(path, f, mode) })
     }
 
     /// `openat(2)`.
+    #[cancel_point]
     [file] fn openat(dir: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
         // SAFETY: as `open`.
         opened(dir, path, flags, |f| unsafe { openat::real(dir, path, f, mode) })
     }
 
     /// `openat64(2)`.
+    #[cancel_point]
     [file] fn openat64(dir: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
         // SAFETY: as `open`.
         opened(dir, path, flags, |f| unsafe { openat64::real(dir, path, f, mode) })
     }
 
     /// `__open_2`: `open` under `_FORTIFY_SOURCE`, without a mode.
+    #[cancel_point]
     [file] fn __open_2(path: *const c_char, flags: c_int) -> c_int {
         // SAFETY: as `open`.
         opened(libc::AT_FDCWD, path, flags, |f| unsafe { __open_2::real(path, f) })
     }
 
     /// `__open64_2`.
+    #[cancel_point]
     [file] fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
         // SAFETY: as `open`.
         opened(libc::AT_FDCWD, path, flags, |f| unsafe { __open64_2::real(path, f) })
     }
 
     /// `__openat_2`.
+    #[cancel_point]
     [file] fn __openat_2(dir: c_int, path: *const c_char, flags: c_int) -> c_int {
         // SAFETY: as `open`.
         opened(dir, path, flags, |f| unsafe { __openat_2::real(dir, path, f) })
     }
 
     /// `__openat64_2`.
+    #[cancel_point]
     [file] fn __openat64_2(dir: c_int, path: *const c_char, flags: c_int) -> c_int {
         // SAFETY: as `open`.
         opened(dir, path, flags, |f| unsafe { __openat64_2::real(dir, path, f) })
     }
 
     /// `creat(2)`: `open(O_WRONLY | O_CREAT | O_TRUNC)`.
+    #[cancel_point]
     [file] fn creat(path: *const c_char, mode: mode_t) -> c_int {
         let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
         // SAFETY: as `open`; `creat` is that open.
@@ -274,6 +283,7 @@ hook! {
     }
 
     /// `creat64(2)`.
+    #[cancel_point]
     [file] fn creat64(path: *const c_char, mode: mode_t) -> c_int {
         let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
         // SAFETY: as `creat`.

@@ -179,6 +179,7 @@ pub(crate) unsafe fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t 
 
 hook! {
     /// `fsync(2)`: on the offload pool when fibers could run meanwhile.
+    #[cancel_point]
     #[gate(cooperative())]
     [file] fn fsync(fd: c_int) -> c_int {
         // SAFETY: forwarded unchanged, on another thread; plain values.
@@ -186,6 +187,7 @@ hook! {
     }
 
     /// `fdatasync(2)`: on the offload pool when fibers could run meanwhile.
+    #[cancel_point]
     #[gate(cooperative())]
     [file] fn fdatasync(fd: c_int) -> c_int {
         // SAFETY: forwarded unchanged, on another thread; plain values.
@@ -201,6 +203,7 @@ hook! {
 
     /// `sync_file_range(2)`: on the offload pool when fibers could run
     /// meanwhile.
+    #[cancel_point]
     #[gate(cooperative())]
     [file] fn sync_file_range(fd: c_int, off: off64_t, n: off64_t, flags: c_uint) -> c_int {
         // SAFETY: forwarded unchanged, on another thread; plain values.
@@ -208,6 +211,7 @@ hook! {
     }
 
     /// `pread(2)`: regular files are read without stalling the hub.
+    #[cancel_point]
     #[gate(offloadable(fd) && off >= 0)]
     [file] fn pread(fd: c_int, buf: *mut c_void, n: size_t, off: off_t) -> ssize_t {
         // SAFETY: the caller's buffer of n bytes.
@@ -215,6 +219,7 @@ hook! {
     }
 
     /// `pread64(2)`: the same call on 64-bit glibc.
+    #[cancel_point]
     #[gate(offloadable(fd) && off >= 0)]
     [file] fn pread64(fd: c_int, buf: *mut c_void, n: size_t, off: off64_t) -> ssize_t {
         // SAFETY: the caller's buffer of n bytes.
@@ -222,6 +227,7 @@ hook! {
     }
 
     /// `preadv(2)`.
+    #[cancel_point]
     #[gate(offloadable(fd) && off >= 0)]
     [file] fn preadv(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
         // SAFETY: the caller's iovecs.
@@ -230,6 +236,7 @@ hook! {
 
     /// `pwrite(2)`: on the offload pool for an `O_DIRECT` file; a
     /// cancellation point for any regular file, as glibc's.
+    #[cancel_point]
     #[gate(offloadable(fd) && off >= 0)]
     [file] fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: off_t) -> ssize_t {
         // SAFETY: forwarded unchanged.
@@ -237,6 +244,7 @@ hook! {
     }
 
     /// `pwrite64(2)`: the same call on 64-bit glibc.
+    #[cancel_point]
     #[gate(offloadable(fd) && off >= 0)]
     [file] fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off: off64_t) -> ssize_t {
         // SAFETY: forwarded unchanged.
@@ -245,6 +253,7 @@ hook! {
 
     /// `pwritev(2)`: on the offload pool for an `O_DIRECT` file; a
     /// cancellation point for any regular file, as glibc's.
+    #[cancel_point]
     #[gate(offloadable(fd) && off >= 0)]
     [file] fn pwritev(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
         // SAFETY: forwarded unchanged.
@@ -252,6 +261,7 @@ hook! {
     }
 
     /// `pwritev64(2)`: the same call on 64-bit glibc.
+    #[cancel_point]
     #[gate(offloadable(fd) && off >= 0)]
     [file] fn pwritev64(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t) -> ssize_t {
         // SAFETY: forwarded unchanged.
@@ -259,6 +269,7 @@ hook! {
     }
 
     /// `preadv64(2)`: the same call on 64-bit glibc.
+    #[cancel_point]
     #[gate(offloadable(fd) && off >= 0)]
     [file] fn preadv64(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t) -> ssize_t {
         // SAFETY: the caller's iovecs.
@@ -277,4 +288,45 @@ unsafe fn read_one_at(fd: c_int, buf: *mut c_void, n: size_t, off: off_t) -> ssi
     };
     // SAFETY: one iovec over the caller's buffer.
     unsafe { read_at(fd, &iov, 1, off) }
+}
+
+hook! {
+    /// `copy_file_range(2)`: the real call (it never waits for a socket or
+    /// pipe: the kernel copies between files), a cancellation point as in
+    /// glibc.
+    #[cancel_point]
+    [file] fn copy_file_range(
+        fd_in: c_int,
+        off_in: *mut off64_t,
+        fd_out: c_int,
+        off_out: *mut off64_t,
+        len: size_t,
+        flags: c_uint,
+    ) -> ssize_t {
+        // SAFETY: forwarded unchanged.
+        unsafe { copy_file_range::real(fd_in, off_in, fd_out, off_out, len, flags) }
+    }
+
+    /// `fallocate(2)`: the real call, a cancellation point as in glibc.
+    #[cancel_point]
+    [file] fn fallocate(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int {
+        // SAFETY: forwarded unchanged.
+        unsafe { fallocate::real(fd, mode, off, len) }
+    }
+
+    /// `fallocate64(2)`: the same call on 64-bit glibc.
+    #[cancel_point]
+    [file] fn fallocate64(fd: c_int, mode: c_int, off: off64_t, len: off64_t) -> c_int {
+        // SAFETY: forwarded unchanged.
+        unsafe { fallocate64::real(fd, mode, off, len) }
+    }
+
+    /// `getrandom(2)`: the real call, a cancellation point as in glibc
+    /// (greenhook's own calls, from inside a hook, are not: see
+    /// [`crate::hook::cancel_point_at_entry`]).
+    #[cancel_point]
+    [file] fn getrandom(buf: *mut c_void, len: size_t, flags: c_uint) -> ssize_t {
+        // SAFETY: forwarded unchanged.
+        unsafe { getrandom::real(buf, len, flags) }
+    }
 }

@@ -46,6 +46,7 @@ fn fgets_fits(size: size_t, n: c_int) -> bool {
 // overflow and aborts, as unpatched.
 hook! {
     /// `__read_chk`: `read` into a buffer of `buflen` bytes.
+    #[cancel_point]
     #[gate(n <= buflen)]
     [io] fn __read_chk(fd: c_int, buf: *mut c_void, n: size_t, buflen: size_t) -> ssize_t {
         // SAFETY: the caller's buffer holds `n` bytes (the gate).
@@ -53,6 +54,7 @@ hook! {
     }
 
     /// `__pread_chk`: `pread` into a buffer of `buflen` bytes.
+    #[cancel_point]
     #[gate(n <= buflen)]
     [file] fn __pread_chk(fd: c_int, buf: *mut c_void, n: size_t, off: off_t, buflen: size_t) -> ssize_t {
         // SAFETY: as in __read_chk.
@@ -60,6 +62,7 @@ hook! {
     }
 
     /// `__pread64_chk`: `pread64` into a buffer of `buflen` bytes.
+    #[cancel_point]
     #[gate(n <= buflen)]
     [file] fn __pread64_chk(fd: c_int, buf: *mut c_void, n: size_t, off: off64_t, buflen: size_t) -> ssize_t {
         // SAFETY: as in __read_chk.
@@ -67,6 +70,7 @@ hook! {
     }
 
     /// `__recv_chk`: `recv` into a buffer of `buflen` bytes.
+    #[cancel_point]
     #[gate(n <= buflen)]
     [io] fn __recv_chk(fd: c_int, buf: *mut c_void, n: size_t, buflen: size_t, flags: c_int) -> ssize_t {
         // SAFETY: as in __read_chk.
@@ -74,6 +78,7 @@ hook! {
     }
 
     /// `__recvfrom_chk`: `recvfrom` into a buffer of `buflen` bytes.
+    #[cancel_point]
     #[gate(n <= buflen)]
     [io] fn __recvfrom_chk(
         fd: c_int,
@@ -89,6 +94,7 @@ hook! {
     }
 
     /// `__poll_chk`: `poll` on an array of `fdslen` bytes.
+    #[cancel_point]
     #[gate(pollfds_fit(n, fdslen))]
     [poll] fn __poll_chk(fds: *mut pollfd, n: nfds_t, timeout: c_int, fdslen: size_t) -> c_int {
         // SAFETY: the array holds `n` entries (the gate).
@@ -96,6 +102,7 @@ hook! {
     }
 
     /// `__ppoll_chk`: `ppoll` on an array of `fdslen` bytes.
+    #[cancel_point]
     #[gate(pollfds_fit(n, fdslen))]
     [poll] fn __ppoll_chk(
         fds: *mut pollfd,

@@ -192,6 +192,30 @@ impl<N: Named> Drop for Entered<N> {
     }
 }
 
+/// The entry of a hook marked `#[cancel_point]`, a call glibc makes a
+/// cancellation point: a pending deferred cancellation of the calling
+/// thread acts here, before the gate and whatever the arguments, as
+/// glibc's wrapper acts before its system call whether or not the call
+/// would wait (a zero timeout, `MSG_DONTWAIT`, a non-blocking fd). Only
+/// for the program's own call (the outermost hook, not one greenhook's code
+/// makes from inside another): one atomic load when nothing is pending.
+#[inline(always)]
+pub(crate) fn cancel_point_at_entry() {
+    #[cfg(greenhook_linux_hooks)]
+    if crate::thread::cancel::any_pending() {
+        cancel_if_outermost();
+    }
+}
+
+#[cfg(greenhook_linux_hooks)]
+#[cold]
+#[inline(never)]
+fn cancel_if_outermost() {
+    if hub::internal::hook_depth() == 1 && crate::gate::patched() {
+        crate::thread::cancel::act();
+    }
+}
+
 /// Runs the program's code `f` from inside a hook (see the module docs):
 /// at hook depth 0, so that signals reach it as they reach the program
 /// anywhere else, and the depth given back afterwards, also when `f` is
@@ -245,6 +269,7 @@ macro_rules! hook {
     ($(
         $(#[doc = $doc:expr])*
         $(#[cfg($cfg:meta)])*
+        $(#[cancel_point $(($cp:expr))?])?
         $(#[gate($gate:expr)])?
         $(#[return_by_jump($stub:ident)])?
         [$family:ident] fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block
@@ -260,6 +285,7 @@ macro_rules! hook {
                 const NAME: &'static str = stringify!($name);
             }
             let entered = $crate::hook::Entered::<Name>::new($crate::hook::Family::$family);
+            $crate::hook::hook!(@cancel [$([$($cp)?])?]);
             $crate::hook::hook!(@gate entered, [$($gate)?], $name($($arg),*));
             // A closure, so that a `return` in the body leaves it and not
             // the hook: `leave` must run on every normal way out.
@@ -328,6 +354,15 @@ macro_rules! hook {
                 )
             }
         };
+    };
+    (@cancel []) => {};
+    (@cancel [[]]) => {
+        $crate::hook::cancel_point_at_entry();
+    };
+    (@cancel [[$cp:expr]]) => {
+        if $cp {
+            $crate::hook::cancel_point_at_entry();
+        }
     };
     (@gate $entered:ident, [], $name:ident($($arg:ident),*)) => {};
     (@gate $entered:ident, [$gate:expr], $name:ident($($arg:ident),*)) => {

@@ -1,5 +1,5 @@
 //! fd I/O on sockets, pipes, FIFOs, ttys and eventfds: `read`, `write`,
-//! `readv`, `writev`, `recv*`, `send*`, `sendfile`, `splice`, `tee`,
+//! `readv`, `writev`, `preadv2`, `pwritev2`, `recv*`, `send*`, `sendfile`, `splice`, `tee`,
 //! `vmsplice`, `connect`, `accept`, `accept4`.
 //!
 //! Each hook: gate (patched, not machinery, fd managed, user did not ask for
@@ -19,7 +19,7 @@
 use std::time::Instant;
 
 use hub::Interest;
-use libc::{c_int, c_uint, c_void, iovec, mmsghdr, msghdr, size_t, sockaddr, socklen_t, ssize_t, timespec};
+use libc::{c_int, c_uint, c_void, iovec, mmsghdr, msghdr, off_t, size_t, sockaddr, socklen_t, ssize_t, timespec};
 
 use crate::errno;
 use crate::fdtable::{self, Fd};
@@ -69,6 +69,7 @@ unsafe fn iov_total(iov: *const iovec, cnt: c_int) -> usize {
 
 hook! {
     /// `read(2)`.
+    #[cancel_point]
     [io] fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
         // SAFETY: forwarded unchanged, possibly several times.
         let op = move || unsafe { read::real(fd, buf, n) };
@@ -84,6 +85,7 @@ hook! {
     }
 
     /// `write(2)`: all n bytes, as a blocking write.
+    #[cancel_point]
     #[gate(n != 0)]
     [io] fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
         // SAFETY: `len` bytes from offset `done`, within the caller's
@@ -107,6 +109,7 @@ hook! {
     }
 
     /// `readv(2)`.
+    #[cancel_point]
     [io] fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
         // SAFETY: forwarded unchanged, possibly several times.
         let op = move || unsafe { readv::real(fd, iov, cnt) };
@@ -122,6 +125,7 @@ hook! {
     }
 
     /// `writev(2)`: all the bytes, as a blocking write.
+    #[cancel_point]
     [io] fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
         // SAFETY: forwarded unchanged.
         let op = move || unsafe { writev::real(fd, iov, cnt) };
@@ -157,7 +161,36 @@ hook! {
         })
     }
 
+    /// `preadv2(2)`: see [`read_with_flags`].
+    #[cancel_point]
+    [io] fn preadv2(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t, flags: c_int) -> ssize_t {
+        // SAFETY: the caller's arguments.
+        unsafe { read_with_flags(preadv2::real, fd, iov, cnt, off, flags) }
+    }
+
+    /// `preadv64v2`: the same function on 64-bit targets.
+    #[cancel_point]
+    [io] fn preadv64v2(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t, flags: c_int) -> ssize_t {
+        // SAFETY: the caller's arguments.
+        unsafe { read_with_flags(preadv64v2::real, fd, iov, cnt, off, flags) }
+    }
+
+    /// `pwritev2(2)`: see [`write_with_flags`].
+    #[cancel_point]
+    [io] fn pwritev2(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t, flags: c_int) -> ssize_t {
+        // SAFETY: the caller's arguments.
+        unsafe { write_with_flags(pwritev2::real, fd, iov, cnt, off, flags) }
+    }
+
+    /// `pwritev64v2`: the same function on 64-bit targets.
+    #[cancel_point]
+    [io] fn pwritev64v2(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t, flags: c_int) -> ssize_t {
+        // SAFETY: the caller's arguments.
+        unsafe { write_with_flags(pwritev64v2::real, fd, iov, cnt, off, flags) }
+    }
+
     /// `recv(2)`; `MSG_WAITALL` keeps its meaning, `MSG_DONTWAIT` passes through.
+    #[cancel_point]
     #[gate(flags & libc::MSG_DONTWAIT == 0)]
     [io] fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
         // SAFETY: forwarded unchanged, possibly several times.
@@ -173,6 +206,7 @@ hook! {
     }
 
     /// `recvfrom(2)`.
+    #[cancel_point]
     #[gate(flags & libc::MSG_DONTWAIT == 0)]
     [io] fn recvfrom(
         fd: c_int,
@@ -195,6 +229,7 @@ hook! {
     }
 
     /// `recvmsg(2)`.
+    #[cancel_point]
     #[gate(flags & libc::MSG_DONTWAIT == 0)]
     [io] fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
         // SAFETY: forwarded unchanged, possibly several times.
@@ -210,6 +245,7 @@ hook! {
     /// socket, keeps filling the vector unless `MSG_WAITFORONE` was given or
     /// the timeout (checked after each message, as the kernel does) has
     /// passed.
+    #[cancel_point]
     #[gate(flags & libc::MSG_DONTWAIT == 0 && n != 0)]
     [io] fn recvmmsg(fd: c_int, v: *mut mmsghdr, n: c_uint, flags: c_int, t: *mut timespec) -> c_int {
         let (Path::Managed(on) | Path::Polled(on)) = path(fd) else {
@@ -244,6 +280,7 @@ hook! {
     }
 
     /// `send(2)`: all n bytes, as a blocking send.
+    #[cancel_point]
     #[gate(flags & libc::MSG_DONTWAIT == 0 && n != 0)]
     [io] fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
         // `more`: the flags our try adds (`MSG_DONTWAIT` on a socket that
@@ -266,6 +303,7 @@ hook! {
     }
 
     /// `sendto(2)`.
+    #[cancel_point]
     #[gate(flags & libc::MSG_DONTWAIT == 0 && n != 0)]
     [io] fn sendto(
         fd: c_int,
@@ -294,6 +332,7 @@ hook! {
     /// without sending ancillary data twice; pipes passed with
     /// `SCM_RIGHTS` go as blocking descriptions
     /// ([`crate::fd::blocking_rights`]).
+    #[cancel_point]
     #[gate(patched() && !msg.is_null())]
     [io] fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
         // SAFETY: the caller's message, not yet read by anyone.
@@ -332,6 +371,7 @@ hook! {
     }
 
     /// `sendmmsg(2)`: waits until at least one message is sent.
+    #[cancel_point]
     #[gate(flags & libc::MSG_DONTWAIT == 0)]
     [io] fn sendmmsg(fd: c_int, v: *mut mmsghdr, n: c_uint, flags: c_int) -> c_int {
         // SAFETY: forwarded unchanged, possibly several times.
@@ -379,6 +419,7 @@ hook! {
     /// the way the blocking call does: 0 once connected, `EALREADY` while
     /// still in progress, else the error, with the socket reset for a new
     /// attempt.
+    #[cancel_point]
     [io] fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
         // SAFETY: forwarded unchanged, possibly several times.
         let call = move || unsafe { connect::real(fd, addr, len) };
@@ -440,18 +481,21 @@ hook! {
     }
 
     /// `accept4(2)`. Accepted sockets are managed while patched.
+    #[cancel_point]
     #[gate(patched())]
     [io] fn accept4(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -> c_int {
         accepted(fd, addr, len, flags)
     }
 
     /// `accept(2)`: `accept4` without flags.
+    #[cancel_point]
     #[gate(patched())]
     [io] fn accept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
         accepted(fd, addr, len, 0)
     }
 
     /// `splice(2)`.
+    #[cancel_point]
     #[gate(flags & libc::SPLICE_F_NONBLOCK == 0)]
     [io] fn splice(
         inp: c_int,
@@ -466,6 +510,7 @@ hook! {
     }
 
     /// `tee(2)`.
+    #[cancel_point]
     #[gate(flags & libc::SPLICE_F_NONBLOCK == 0)]
     [io] fn tee(inp: c_int, out: c_int, n: size_t, flags: c_uint) -> ssize_t {
         // SAFETY: forwarded unchanged.
@@ -473,6 +518,7 @@ hook! {
     }
 
     /// `vmsplice(2)`: user memory into a pipe (or, from a read end, out of it).
+    #[cancel_point]
     #[gate(flags & libc::SPLICE_F_NONBLOCK == 0)]
     [io] fn vmsplice(fd: c_int, iov: *const iovec, cnt: size_t, flags: c_uint) -> ssize_t {
         let (Path::Managed(on) | Path::Polled(on)) = path(fd) else {
@@ -571,6 +617,86 @@ fn accepted(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -
         crate::fd::managed_socket(r as c_int, flags & libc::SOCK_NONBLOCK != 0);
     }
     r as c_int
+}
+
+/// The real `preadv2` or `pwritev2` (or their `64v2` names).
+type Vectored2 = unsafe fn(c_int, *const iovec, c_int, off_t, c_int) -> ssize_t;
+
+/// `preadv2` at the file position (offset -1) of a socket, pipe or FIFO:
+/// a blocking `readv` that passes the caller's flags on (the kernel judges
+/// them), so it waits on the hub where the fd is non-blocking underneath
+/// (before, it met `EAGAIN` there). With the caller's `RWF_NOWAIT`, or at
+/// an offset (`ESPIPE` on those fds; a regular file's positional read), or
+/// on a regular file, it is the real call.
+///
+/// # Safety
+/// As `preadv2`: `iov` points at `cnt` iovecs of writable memory (the
+/// kernel checks them).
+unsafe fn read_with_flags(
+    real: Vectored2,
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+    off: off_t,
+    flags: c_int,
+) -> ssize_t {
+    // SAFETY: forwarded unchanged, possibly several times.
+    let op = move || unsafe { real(fd, iov, cnt, off, flags) };
+    if off != -1 || flags & libc::RWF_NOWAIT != 0 {
+        return op();
+    }
+    match path(fd) {
+        Path::Pass => pass(fd, Interest::Readable, op),
+        Path::File(_) => op(),
+        // SAFETY: as `op`, asking for no wait.
+        Path::Managed(on) if on.nowait() => once(on, Interest::Readable, move || unsafe {
+            real(fd, iov, cnt, -1, flags | libc::RWF_NOWAIT)
+        }),
+        Path::Managed(fd) => once(fd, Interest::Readable, op),
+        Path::Polled(fd) => polled(fd, Interest::Readable, op),
+    }
+}
+
+/// `pwritev2` at the file position of a socket, pipe or FIFO: all the
+/// bytes, as a blocking `writev`, with the caller's flags passed on; the
+/// real call otherwise, as in [`read_with_flags`].
+///
+/// # Safety
+/// As `pwritev2`: `iov` points at `cnt` iovecs of readable memory (the
+/// kernel checks them).
+unsafe fn write_with_flags(
+    real: Vectored2,
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+    off: off_t,
+    flags: c_int,
+) -> ssize_t {
+    // SAFETY: forwarded unchanged.
+    let op = move || unsafe { real(fd, iov, cnt, off, flags) };
+    if off != -1 || flags & libc::RWF_NOWAIT != 0 {
+        return op();
+    }
+    let fd = match path(fd) {
+        Path::Pass => return pass(fd, Interest::Writable, op),
+        Path::File(_) => return op(),
+        Path::Polled(fd) => return polled(fd, Interest::Writable, op),
+        Path::Managed(fd) => fd,
+    };
+    // SAFETY: the array is read only after the kernel accepted it on the
+    // first call (see `all`).
+    let total = || unsafe { iov_total(iov, cnt) };
+    let more = if fd.nowait() { libc::RWF_NOWAIT } else { 0 };
+    // SAFETY: the caller's iovecs, or the rest of them.
+    let write = move |iov: *const iovec, cnt: c_int| unsafe { real(fd.raw(), iov, cnt, -1, flags | more) };
+    all(fd, total, |done| {
+        if done == 0 {
+            return write(iov, cnt);
+        }
+        // SAFETY: the array was accepted by the kernel, so it is valid.
+        let rest = unsafe { advance(iov, cnt, done) };
+        write(rest.as_ptr(), rest.len() as c_int)
+    })
 }
 
 /// `accept` on a blocking listener greenhook did not create (inherited:

@@ -164,6 +164,7 @@ fn zero_timeout(t: *const timespec) -> bool {
 
 hook! {
     /// `poll(2)`.
+    #[cancel_point]
     #[gate(cooperative() && timeout != 0)]
     [poll] fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
         crate::cancel_point();
@@ -180,6 +181,7 @@ hook! {
     }
 
     /// `ppoll(2)`.
+    #[cancel_point]
     [poll] fn ppoll(fds: *mut pollfd, n: nfds_t, t: *const timespec, mask: *const sigset_t) -> c_int {
         let deadline = crate::deadline::relative(t);
         if !cooperative() || (deadline.is_ok() && zero_timeout(t)) {
@@ -207,6 +209,7 @@ hook! {
     }
 
     /// `select(2)`; like Linux, updates `*t` with the time not slept.
+    #[cancel_point]
     [poll] fn select(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mut fd_set, t: *mut timeval) -> c_int {
         // SAFETY: null or the caller's timeval.
         let tv = unsafe { t.as_ref() }.copied();
@@ -254,6 +257,7 @@ hook! {
     }
 
     /// `pselect(2)`.
+    #[cancel_point]
     #[gate(cooperative() && !zero_timeout(t) && (0..=libc::FD_SETSIZE as c_int).contains(&n))]
     [poll] fn pselect(
         n: c_int,
@@ -289,6 +293,7 @@ hook! {
     }
 
     /// `epoll_wait(2)`.
+    #[cancel_point]
     #[gate(cooperative() && timeout != 0)]
     [poll] fn epoll_wait(ep: c_int, ev: *mut epoll_event, max: c_int, timeout: c_int) -> c_int {
         // SAFETY: forwarded with a zero timeout.
@@ -296,6 +301,7 @@ hook! {
     }
 
     /// `epoll_pwait(2)`.
+    #[cancel_point]
     #[gate(cooperative() && timeout != 0)]
     [poll] fn epoll_pwait(ep: c_int, ev: *mut epoll_event, max: c_int, timeout: c_int, m: *const sigset_t) -> c_int {
         crate::signal::with_wait_mask(m, || {
@@ -306,6 +312,7 @@ hook! {
 
     /// `epoll_pwait2(2)` (glibc 2.35+): a timespec timeout, null = forever.
     /// Zero-timeout probes go through `epoll_pwait`, which is equivalent.
+    #[cancel_point]
     #[gate(cooperative() && !zero_timeout(t))]
     [poll] fn epoll_pwait2(
         ep: c_int,

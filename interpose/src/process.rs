@@ -271,6 +271,7 @@ fn spawned<R>(spawn: impl FnOnce() -> R) -> R {
 
 hook! {
     /// `waitpid(2)`: waits on the hub, not in the kernel.
+    #[cancel_point]
     #[gate(cooperative_wait(options))]
     [process] fn waitpid(pid: pid_t, status: *mut c_int, options: c_int) -> pid_t {
         // SAFETY: the caller's arguments, plus WNOHANG.
@@ -278,6 +279,7 @@ hook! {
     }
 
     /// `wait(2)`: `waitpid` for any child.
+    #[cancel_point]
     #[gate(cooperative())]
     [process] fn wait(status: *mut c_int) -> pid_t {
         // SAFETY: the caller's status pointer, for any child, WNOHANG.
@@ -285,6 +287,7 @@ hook! {
     }
 
     /// `wait4(2)`.
+    #[cancel_point]
     #[gate(cooperative_wait(options))]
     [process] fn wait4(pid: pid_t, status: *mut c_int, options: c_int, ru: *mut rusage) -> pid_t {
         // SAFETY: the caller's arguments, plus WNOHANG.
@@ -292,6 +295,7 @@ hook! {
     }
 
     /// `wait3(2)`: `wait4` for any child.
+    #[cancel_point]
     #[gate(cooperative_wait(options))]
     [process] fn wait3(status: *mut c_int, options: c_int, ru: *mut rusage) -> pid_t {
         // SAFETY: the caller's arguments, for any child, plus WNOHANG.
@@ -300,6 +304,7 @@ hook! {
 
     /// `waitid(2)`: with `WNOHANG` the kernel leaves `si_pid` 0 when no child
     /// is ready; we zero it before each try to tell.
+    #[cancel_point]
     #[gate(cooperative_wait(options) && !info.is_null())]
     [process] fn waitid(idtype: idtype_t, id: libc::id_t, info: *mut siginfo_t, options: c_int) -> c_int {
         let exits_only = options & (libc::WSTOPPED | libc::WCONTINUED) == 0;

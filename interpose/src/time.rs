@@ -66,6 +66,7 @@ pub(crate) fn sleep_for(d: Duration) -> Result<(), Duration> {
 
 hook! {
     /// `nanosleep(2)`.
+    #[cancel_point]
     #[gate(cooperative())]
     [time] fn nanosleep(req: *const timespec, rem: *mut timespec) -> c_int {
         let d = match deadline::read(req).and_then(|req| duration_of(&req)) {
@@ -87,6 +88,7 @@ hook! {
 
     /// `clock_nanosleep(2)`: returns an error number, never sets errno.
     #[cfg(greenhook_linux_hooks)]
+    #[cancel_point]
     [time] fn clock_nanosleep(clock: libc::clockid_t, flags: c_int, req: *const timespec, rem: *mut timespec) -> c_int {
         let known = matches!(
             clock,
@@ -119,6 +121,7 @@ hook! {
     }
 
     /// `sleep(3)`: returns the unslept seconds when interrupted.
+    #[cancel_point]
     #[gate(cooperative())]
     [time] fn sleep(secs: c_uint) -> c_uint {
         match sleep_for(Duration::from_secs(secs.into())) {
@@ -129,6 +132,7 @@ hook! {
     }
 
     /// `usleep(3)`.
+    #[cancel_point]
     #[gate(cooperative())]
     [time] fn usleep(us: libc::useconds_t) -> c_int {
         match sleep_for(Duration::from_micros(us.into())) {

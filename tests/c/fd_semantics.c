@@ -870,6 +870,69 @@ static void check_socket_kinds(void)
 
 /* ---------- driver ---------- */
 
+/* preadv2/pwritev2 at the file position of a pipe or socket: blocking
+   calls that wait for data or room (they met EAGAIN, before: the hooks
+   did not exist and the fds are non-blocking underneath), with the
+   caller's RWF_NOWAIT still answered at once, and an offset refused. A
+   reader that comes 100 ms late: */
+struct delayed {
+    int fd;
+    size_t n;
+};
+
+static void *read_later(void *arg)
+{
+    struct delayed *d = arg;
+    usleep(100000);
+    static char sink[1 << 16];
+    size_t done = 0;
+    while (done < d->n) {
+        ssize_t r = read(d->fd, sink, sizeof sink);
+        if (r <= 0)
+            break;
+        done += r;
+    }
+    d->n = done;
+    return NULL;
+}
+
+static void check_rw_flags(void)
+{
+    int p[2], sv[2];
+    char b[16];
+    struct iovec v = { b, sizeof b };
+    if (pipe(p) != 0)
+        fail("pipe: %s", strerror(errno));
+    CALL("preadv2_nowait_empty_pipe", preadv2(p[0], &v, 1, -1, RWF_NOWAIT), -1, EAGAIN);
+    CALL("preadv2_offset_pipe", preadv2(p[0], &v, 1, 0, 0), -1, ESPIPE);
+    struct delayed_write dw = { p[1], 100 };
+    pthread_t t = spawn(write_later, &dw);
+    CALL("preadv2_empty_pipe_waits", preadv2(p[0], &v, 1, -1, 0), 1, 0);
+    join(t);
+    xsocketpair(sv);
+    dw = (struct delayed_write){ sv[1], 100 };
+    t = spawn(write_later, &dw);
+    CALL("preadv2_empty_socket_waits", preadv2(sv[0], &v, 1, -1, 0), 1, 0);
+    join(t);
+    struct delayed d;
+    /* 4 MiB into a pipe whose reader comes 100 ms later: all of it. */
+    static char big[4 << 20];
+    struct iovec w[2] = { { big, sizeof big / 2 }, { big + sizeof big / 2, sizeof big / 2 } };
+    d = (struct delayed){ p[0], sizeof big };
+    t = spawn(read_later, &d);
+    CALL("pwritev2_full_pipe_waits", pwritev2(p[1], w, 2, -1, 0), (long)sizeof big, 0);
+    join(t);
+    line("pwritev2_reader_got", "%s", d.n == sizeof big ? "all of it" : "part of it");
+    d = (struct delayed){ sv[1], sizeof big };
+    t = spawn(read_later, &d);
+    CALL("pwritev2_full_socket_waits", pwritev2(sv[0], w, 2, -1, 0), (long)sizeof big, 0);
+    join(t);
+    close(p[0]);
+    close(p[1]);
+    close(sv[0]);
+    close(sv[1]);
+}
+
 static const struct check checks[] = {
     { "nonblock_fcntl", check_nonblock_fcntl },
     { "nonblock_fionbio", check_nonblock_fionbio },
@@ -884,6 +947,7 @@ static const struct check checks[] = {
     { "bad_poll_select", check_bad_poll_select },
     { "bad_sockets", check_bad_sockets },
     { "socket_kinds", check_socket_kinds },
+    { "rw_flags", check_rw_flags },
 };
 
 int main(int argc, char **argv)

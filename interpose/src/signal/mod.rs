@@ -718,6 +718,7 @@ fn emulated_wait() -> bool {
 
 hook! {
     /// `pause(2)`: suspends only the calling thread.
+    #[cancel_point]
     #[gate(emulated_wait())]
     [signal] fn pause() -> c_int {
         hub::set_poll_hook(deliver::on_poll);
@@ -728,6 +729,7 @@ hook! {
 
     /// `sigsuspend(2)`: the thread's mask is replaced while it waits, and
     /// the handler runs under it.
+    #[cancel_point]
     #[gate(emulated_wait())]
     [signal] fn sigsuspend(mask: *const sigset_t) -> c_int {
         // SAFETY: caller's contract.
@@ -881,6 +883,7 @@ fn wait_in_kernel(set: *const sigset_t, info: *mut siginfo_t, real: impl FnOnce(
 
 hook! {
     /// `sigtimedwait(2)`.
+    #[cancel_point]
     #[gate(emulated_wait() && !set.is_null())]
     [signal] fn sigtimedwait(set: *const sigset_t, info: *mut siginfo_t, ts: *const timespec) -> c_int {
         if !can_yield() {
@@ -895,6 +898,7 @@ hook! {
     }
 
     /// `sigwaitinfo(2)`.
+    #[cancel_point]
     #[gate(emulated_wait() && !set.is_null())]
     [signal] fn sigwaitinfo(set: *const sigset_t, info: *mut siginfo_t) -> c_int {
         if !can_yield() {
@@ -905,6 +909,7 @@ hook! {
     }
 
     /// `sigwait(3)`: returns an error number; never fails with EINTR.
+    #[cancel_point]
     #[gate(emulated_wait() && !set.is_null())]
     [signal] fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int {
         let saved = errno::get();

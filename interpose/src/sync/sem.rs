@@ -116,7 +116,6 @@ unsafe fn remote(s: *mut sem_t) -> bool {
 /// `s` is a live semaphore.
 #[inline(always)]
 unsafe fn wait(s: *mut sem_t, timeout: Option<(clockid_t, *const timespec)>) -> Result<(), c_int> {
-    crate::cancel_point();
     // SAFETY: per the contract.
     let v = unsafe { value(s) };
     loop {
@@ -151,7 +150,8 @@ unsafe fn wait_slow(s: *mut sem_t, timeout: Option<(clockid_t, *const timespec)>
         if unsafe { take(s, v) } {
             return Ok(());
         }
-        // The time is read only when the semaphore is not free, as in glibc.
+        // The deadline is made only when the semaphore is not free (the
+        // hooks checked the time already, as glibc does).
         let d = match deadline {
             Some(d) => d,
             None => {
@@ -163,6 +163,9 @@ unsafe fn wait_slow(s: *mut sem_t, timeout: Option<(clockid_t, *const timespec)>
                 d
             }
         };
+        // About to wait: glibc's futex wait is a cancellation point (for
+        // `sem_clockwait`, the only one).
+        crate::cancel_point();
         if remote {
             if super::pshared::passed(d) {
                 return Err(libc::ETIMEDOUT);
@@ -203,20 +206,31 @@ hook! {
     #[gate(cooperative())]
     #[return_by_jump(sem_wait_by_jump)]
     [sync] fn sem_wait(s: *mut sem_t) -> c_int {
+        crate::cancel_point();
         // SAFETY: the caller's semaphore.
         result(unsafe { wait(s, None) })
     }
 
-    /// `sem_timedwait` (CLOCK_REALTIME).
+    /// `sem_timedwait` (CLOCK_REALTIME): as glibc's, the time is checked
+    /// first (`EINVAL` even when the semaphore is free), then a pending
+    /// cancellation acts.
     #[gate(cooperative())]
     [sync] fn sem_timedwait(s: *mut sem_t, t: *const timespec) -> c_int {
+        if let Err(e) = crate::deadline::absolute(libc::CLOCK_REALTIME, t) {
+            return crate::errno::fail(e);
+        }
+        crate::cancel_point();
         // SAFETY: the caller's semaphore.
         result(unsafe { wait(s, Some((libc::CLOCK_REALTIME, t))) })
     }
 
-    /// `sem_clockwait`.
+    /// `sem_clockwait`: the clock and the time are checked first; glibc
+    /// makes it a cancellation point only where it waits.
     #[gate(cooperative())]
     [sync] fn sem_clockwait(s: *mut sem_t, c: clockid_t, t: *const timespec) -> c_int {
+        if let Err(e) = crate::deadline::absolute(c, t) {
+            return crate::errno::fail(e);
+        }
         // SAFETY: the caller's semaphore.
         result(unsafe { wait(s, Some((c, t))) })
     }
