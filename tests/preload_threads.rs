@@ -97,8 +97,10 @@ fn asynchronous_cancel_ends_threads_blocked_on_mutexes() {
 /// points: inside a `write` blocked on a full socket, not inside a
 /// `sendfile` (which then sends it all, and the thread ends at its next
 /// `pthread_testcancel`; it ended inside the call, the reader short of
-/// data, before), and at a `read`, `write` or `pwrite` of a regular file
-/// (a thread looping over a file ran its loop to the end, before).
+/// data, before), but at a `pthread_testcancel` in a signal handler run
+/// during that `sendfile` (the call's mark held for the handler too,
+/// before), and at a `read`, `write` or `pwrite` of a regular file (a
+/// thread looping over a file ran its loop to the end, before).
 #[test]
 fn deferred_cancel_acts_only_at_glibcs_cancellation_points() {
     differential("cancel_points", &[]);

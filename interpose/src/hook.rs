@@ -236,6 +236,10 @@ pub(crate) fn program<R>(f: impl FnOnce() -> R) -> R {
     }
     let _back = GiveBack(hub::internal::hook_depth());
     hub::internal::set_hook_depth(0);
+    // The program's code is no part of a call that is not a cancellation
+    // point (`sendfile`): its own points act.
+    #[cfg(greenhook_linux_hooks)]
+    let _lifted = crate::thread::cancel::NotAPoint::lift();
     f()
 }
 

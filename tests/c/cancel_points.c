@@ -8,6 +8,10 @@
  *   cancellation acts at pthread_testcancel
  *   write (a cancellation point) of 4 MiB into a full socket: cancelled
  *   inside the call
+ *   the same sendfile, then a SIGUSR1 whose handler (SA_RESTART) calls
+ *   pthread_testcancel: the cancellation acts there, in the handler, and
+ *   the reader gets part of it (the handler's point did not act, before:
+ *   the sendfile's "no point" mark held for the code run inside it)
  *   a thread reading, writing, or pwriting a regular file in a loop (for
  *   up to 3 s): cancelled at its next call (it never was, before: it ran
  *   its loop to the end)
@@ -19,6 +23,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/sendfile.h>
@@ -40,14 +45,27 @@ static void *sender(void *by_sendfile)
     return NULL;
 }
 
-static void run(int by_sendfile)
+static void testcancel_in_handler(int sig)
 {
+    (void)sig;
+    pthread_testcancel();
+}
+
+/* how: 0 write, 1 sendfile, 2 sendfile with a SIGUSR1 whose handler calls
+   pthread_testcancel after the cancel */
+static void run(int how)
+{
+    int by_sendfile = how != 0;
     socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
     lseek(file, 0, SEEK_SET);
     pthread_t t;
     pthread_create(&t, NULL, sender, by_sendfile ? "sendfile" : NULL);
     usleep(200000);
     pthread_cancel(t);
+    if (how == 2) {
+        usleep(50000);
+        pthread_kill(t, SIGUSR1);
+    }
     usleep(200000);
     /* The receiver takes what comes, until nothing has come for 500 ms. */
     char buf[65536];
@@ -61,7 +79,7 @@ static void run(int by_sendfile)
     }
     void *r;
     pthread_join(t, &r);
-    printf("%s: %s, the reader got %s\n", by_sendfile ? "sendfile" : "write",
+    printf("%s: %s, the reader got %s\n", how == 2 ? "sendfile with a handler's pthread_testcancel" : by_sendfile ? "sendfile" : "write",
            r == PTHREAD_CANCELED ? "cancelled" : "not cancelled", got == SIZE ? "all of it" : "part of it");
     close(sv[0]);
     close(sv[1]);
@@ -118,8 +136,11 @@ int main(void)
     unlink(path);
     if (file < 0 || write(file, data, SIZE) != SIZE)
         return 1;
-    run(1);
+    struct sigaction sa = {.sa_handler = testcancel_in_handler, .sa_flags = SA_RESTART};
+    sigaction(SIGUSR1, &sa, NULL);
     run(0);
+    run(1);
+    run(2);
     for (int op = 0; op < 3; op++)
         file_cancel(op);
     return 0;

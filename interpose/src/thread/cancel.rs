@@ -120,6 +120,17 @@ impl NotAPoint {
     }
 }
 
+impl NotAPoint {
+    /// Lifts the calling fiber's mark while the program's own code runs
+    /// from inside such a call (a signal handler run in `sendfile`'s
+    /// wait, through `hook::program`): the points that code passes are the
+    /// program's, and act as anywhere. The mark comes back when dropped.
+    pub(crate) fn lift() -> Option<NotAPoint> {
+        let r = current_record()?;
+        r.cancel.not_a_point.replace(false).then(|| NotAPoint(Some((r, true))))
+    }
+}
+
 impl Drop for NotAPoint {
     fn drop(&mut self) {
         if let Some((r, was)) = &self.0 {
