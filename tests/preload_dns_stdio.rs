@@ -41,13 +41,6 @@ fn fwrite_to_a_full_pipe_waits_cooperatively() {
     stdio_case("fwrite");
 }
 
-/// Name resolution runs on the offload pool while other threads keep
-/// running. The names are answered by /etc/hosts through NSS (no network);
-/// this machine offers no slow name source we may control without touching
-/// system configuration (its nameserver is on a private address that tests
-/// must never contact), so the test proves the mechanism instead: every
-/// lookup is counted as an offload, answers match the unpatched run, and the
-/// ticker stays on time.
 /// A thread cancelled while blocked in `fgets` on an empty pipe or in
 /// `fwrite` to a full one: cancelled (the write looked for room for ever),
 /// and the stream's lock let go, so another thread can use the stream
@@ -57,6 +50,44 @@ fn a_thread_cancelled_in_stdio_lets_the_stream_go() {
     util::differential("stdio_cancel", &[]);
 }
 
+/// A cancellation already pending acts where glibc's stdio reads or
+/// writes the fd, not where a call is served from the stream's buffer:
+/// buffered reads and writes that fit on a pipe acted, before, and
+/// `fflush`/`fclose` of a regular file's pending output did not.
+#[test]
+fn stdio_acts_on_a_pending_cancellation_where_it_reads_or_writes() {
+    util::differential("stdio_points", &[]);
+}
+
+/// `getc_unlocked`/`putc_unlocked` as optimised code inlines them (they
+/// call `__uflow`/`__overflow`) on a pipe served late by another thread:
+/// it hung, the hub held in the kernel.
+#[test]
+fn inline_getc_unlocked_and_putc_unlocked_wait_on_the_hub() {
+    util::differential("stdio_wide_inline", &["inline"]);
+}
+
+/// Wide input (`fgetwc`, `getwc`, `fgetws`, `fwscanf`) on a pipe whose
+/// writer comes late: it hung, the hub held in the kernel.
+#[test]
+fn wide_character_input_waits_on_the_hub() {
+    util::differential("stdio_wide_inline", &["wide_in"]);
+}
+
+/// Wide output (`fputwc`, `fputws` of more than a pipe holds, `fwprintf`)
+/// to a pipe whose reader comes late.
+#[test]
+fn wide_character_output_waits_on_the_hub() {
+    util::differential("stdio_wide_inline", &["wide_out"]);
+}
+
+/// Name resolution runs on the offload pool while other threads keep
+/// running. The names are answered by /etc/hosts through NSS (no network);
+/// this machine offers no slow name source we may control without touching
+/// system configuration (its nameserver is on a private address that tests
+/// must never contact), so the test proves the mechanism instead: every
+/// lookup is counted as an offload, answers match the unpatched run, and the
+/// ticker stays on time.
 #[test]
 fn name_resolution_runs_on_the_offload_pool() {
     differential_ticking("dns_lookup", &["20"]);

@@ -282,7 +282,7 @@ macro_rules! hook {
         $(#[cfg($cfg)])*
         #[cfg_attr(not(greenhook_table), export_name = $crate::hook::hook!(@export [$($stub)?] $name))]
         #[cfg_attr(greenhook_table, export_name = concat!("greenhook_", stringify!($name)))]
-        #[allow(clippy::too_many_arguments, clippy::redundant_closure_call, unreachable_code)]
+        #[allow(clippy::too_many_arguments, clippy::redundant_closure_call, unreachable_code, non_snake_case)]
         pub unsafe extern "C-unwind" fn $name($($arg: $ty),*) $(-> $ret)? {
             struct Name;
             impl $crate::hook::Named for Name {
@@ -300,7 +300,7 @@ macro_rules! hook {
 
         #[doc = concat!("The next definition of `", stringify!($name), "` (libc's, under the preload).")]
         $(#[cfg($cfg)])*
-        #[allow(dead_code)]
+        #[allow(dead_code, non_snake_case)]
         pub(crate) mod $name {
             #[allow(unused_imports)]
             use super::*;

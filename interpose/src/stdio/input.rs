@@ -1,5 +1,6 @@
 //! stdio input: `fgets`, `fread`, `getdelim`/`getline`, `fgetc`/`getc`/
-//! `getchar`, their `_unlocked` forms, and the `scanf` family.
+//! `getchar`, their `_unlocked` forms, `__uflow`/`__underflow` (what the
+//! inline `getc_unlocked` calls), and the `scanf` family, narrow and wide.
 //!
 //! Each hook makes sure the FILE's read buffer holds data before glibc
 //! looks at it ([`fill`]): when the buffer is empty it waits on the hub
@@ -41,7 +42,7 @@ const IN_BACKUP: c_int = 0x0100;
 
 /// Bytes buffered for reading (reading from the `ungetc` backup area
 /// counts as "has data": glibc switches back by itself).
-fn buffered(f: *mut FILE) -> usize {
+pub(super) fn buffered(f: *mut FILE) -> usize {
     // SAFETY: a live glibc FILE; the fields are read, not written.
     let p = unsafe { &*io(f) };
     if p.flags & IN_BACKUP != 0 {
@@ -62,6 +63,9 @@ fn fill(f: *mut FILE) -> bool {
         if buffered(f) > 0 {
             return true;
         }
+        // glibc reads the fd only now, where its cancellation point is: a
+        // call that finds its data buffered does not act.
+        crate::cancel_point();
         if let Err(e) = crate::fdwait::wait_until_ready(crate::fdtable::Fd::of(fd_of(f)), Interest::Readable) {
             set_error(f);
             errno::set(e);
@@ -100,7 +104,6 @@ fn fgets_with(
             real(s, n, f)
         });
     }
-    crate::cancel_point();
     locked(f, lock, || fgets_coop(s, n, f))
 }
 
@@ -167,7 +170,6 @@ fn fread_with(
     if total == 0 {
         return 0;
     }
-    crate::cancel_point();
     locked(f, lock, || {
         let mut done = 0usize;
         while done < total && fill(f) {
@@ -187,7 +189,6 @@ fn getdelim_with(line: *mut *mut c_char, n: *mut size_t, delim: c_int, f: *mut F
         // SAFETY: forwarded unchanged.
         return coop_locked(f, || unsafe { getdelim::real(line, n, delim, f) });
     }
-    crate::cancel_point();
     // SAFETY: non-null caller pointers to the line buffer and its size.
     locked(f, true, || unsafe {
         getdelim_coop(&mut *line, &mut *n, delim as u8, f)
@@ -306,7 +307,6 @@ fn getc_with(f: *mut FILE, lock: bool, op: impl FnOnce() -> c_int) -> c_int {
     if kind(f) == Kind::Pass {
         return locked(f, lock, op);
     }
-    crate::cancel_point();
     locked(f, lock, || if fill(f) { op() } else { libc::EOF })
 }
 
@@ -330,10 +330,37 @@ macro_rules! getc_hooks {
 getc_hooks! {
     fgetc(f) on f => fgetc, true;
     getc(f) on f => getc, true;
+    _IO_getc(f) on f => _IO_getc, true;
     fgetc_unlocked(f) on f => fgetc_unlocked, false;
     getc_unlocked(f) on f => getc_unlocked, false;
     getchar() on stdin => getc, true;
     getchar_unlocked() on stdin => getc_unlocked, false;
+}
+
+hook! {
+    /// `__uflow`: what glibc's inline `getc_unlocked`, `getchar_unlocked`
+    /// and `fgetc_unlocked` (`<bits/stdio.h>`, in code built with
+    /// optimisation) call when the buffer is empty, with the caller's lock
+    /// (or none). Unhooked, it read the fd in the kernel: on an empty pipe
+    /// the hub stalled, and a writer that was a fiber of it never came.
+    [stdio] fn __uflow(f: *mut FILE) -> c_int {
+        if kind(f) == Kind::Pass {
+            // SAFETY: forwarded unchanged.
+            return unsafe { __uflow::real(f) };
+        }
+        // SAFETY: the buffer holds data now: no read.
+        if fill(f) { unsafe { __uflow::real(f) } } else { libc::EOF }
+    }
+
+    /// `__underflow`: the same without taking the character.
+    [stdio] fn __underflow(f: *mut FILE) -> c_int {
+        if kind(f) == Kind::Pass {
+            // SAFETY: forwarded unchanged.
+            return unsafe { __underflow::real(f) };
+        }
+        // SAFETY: as in `__uflow`.
+        if fill(f) { unsafe { __underflow::real(f) } } else { libc::EOF }
+    }
 }
 
 // ---------------------------------------------------------------- scanf
@@ -346,7 +373,11 @@ fn scan(f: *mut FILE, op: impl FnOnce() -> c_int) -> c_int {
     if k == Kind::Pass {
         return op();
     }
-    crate::cancel_point();
+    if buffered(f) == 0 {
+        // glibc reads the fd (its cancellation point) unless the buffer
+        // holds data.
+        crate::cancel_point();
+    }
     if k == Kind::Managed {
         crate::fd::hand_back(fd_of(f));
     }
@@ -378,6 +409,34 @@ hook! {
         let f = unsafe { stdin };
         // SAFETY: the caller's arguments, on stdin.
         scan(f, || unsafe { vfscanf::real(f, fmt, ap) })
+    }
+
+    /// `vfwscanf(3)`: the wide `vfscanf`, the same way.
+    [stdio] fn vfwscanf(f: *mut FILE, fmt: *const libc::wchar_t, ap: *mut c_void) -> c_int {
+        // SAFETY: forwarded unchanged.
+        scan(f, || unsafe { vfwscanf::real(f, fmt, ap) })
+    }
+
+    /// `__isoc99_vfwscanf`: C99 `vfwscanf`.
+    [stdio] fn __isoc99_vfwscanf(f: *mut FILE, fmt: *const libc::wchar_t, ap: *mut c_void) -> c_int {
+        // SAFETY: forwarded unchanged.
+        scan(f, || unsafe { __isoc99_vfwscanf::real(f, fmt, ap) })
+    }
+
+    /// `vwscanf(3)`: `vfwscanf` on stdin.
+    [stdio] fn vwscanf(fmt: *const libc::wchar_t, ap: *mut c_void) -> c_int {
+        // SAFETY: reading the stdio global.
+        let f = unsafe { stdin };
+        // SAFETY: the caller's arguments, on stdin.
+        scan(f, || unsafe { vfwscanf::real(f, fmt, ap) })
+    }
+
+    /// `__isoc99_vwscanf`: C99 `vwscanf`.
+    [stdio] fn __isoc99_vwscanf(fmt: *const libc::wchar_t, ap: *mut c_void) -> c_int {
+        // SAFETY: reading the stdio global.
+        let f = unsafe { stdin };
+        // SAFETY: the caller's arguments, on stdin.
+        scan(f, || unsafe { __isoc99_vfwscanf::real(f, fmt, ap) })
     }
 
     /// `__isoc99_vscanf`: C99 `vscanf`.
@@ -426,4 +485,7 @@ macro_rules! scanf_hooks {
 scanf_hooks! {
     fscanf / scanf;
     __isoc99_fscanf / __isoc99_scanf;
+    // The wide ones: the format is a wide string, forwarded as a pointer.
+    fwscanf / wscanf;
+    __isoc99_fwscanf / __isoc99_wscanf;
 }

@@ -1,8 +1,8 @@
 //! stdio on pipes, sockets and ttys: what the input hooks
-//! ([`input`]: `fgets`, `fread`, `getline`, `getc`, `scanf`…),
-//! the output hooks ([`output`]: `fwrite`, `fputs`, `putc`,
-//! `fflush`, `fdopen`, `fclose`…) and formatted output
-//! ([`printf`]) share: glibc's `FILE` layout, and which
+//! ([`input`]: `fgets`, `fread`, `getline`, `getc`, `__uflow`, `scanf`…),
+//! the output hooks ([`output`]: `fwrite`, `fputs`, `putc`, `__overflow`,
+//! `fflush`, `fdopen`, `fclose`…), formatted output ([`printf`]) and
+//! wide-character stdio ([`wide`]) share: glibc's `FILE` layout, and which
 //! streams are ours to wait for.
 //!
 //! glibc's stdio reads and writes through its internal `read`/`write`
@@ -52,7 +52,7 @@
 //! **What remains.**
 //! - Streams flushed by `exit()` are flushed by glibc directly.
 //! - glibc functions that lock a FILE internally and have no hook here
-//!   (`ferror`, `feof`, `fseek`, `ungetc`, `perror`, wide-character stdio…)
+//!   (`ferror`, `feof`, `fseek`, `ungetc`, `perror`, `ungetwc`…)
 //!   still wait in the kernel if another fiber holds that FILE across a
 //!   wait: the OS thread stalls until... never, if the holder is a fiber of
 //!   it. The common output and input calls are hooked.
@@ -66,6 +66,7 @@ use crate::hook::hook;
 mod input;
 mod output;
 mod printf;
+mod wide;
 
 // The fortified forms (`__fgets_chk`, `__fread_chk`) end in these.
 pub(crate) use input::{fgets, fgets_unlocked, fread, fread_unlocked};
@@ -106,6 +107,10 @@ struct IoFile {
     shortbuf: [c_char; 1],
     /// glibc's `_IO_lock_t`: `{ int lock; int cnt; void *owner; }`.
     lock: *mut IoLock,
+    offset: i64,
+    codecvt: *mut libc::c_void,
+    /// The wide buffer of a wide stream (null until its first wide call).
+    wide_data: *mut wide::WideData,
 }
 
 /// glibc's recursive FILE lock: the owner is the holder's thread descriptor.

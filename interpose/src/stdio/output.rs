@@ -1,5 +1,6 @@
 //! stdio output: `fwrite`, `fputs`, `puts`, `fputc`, `putc`, `putchar`,
-//! `fflush`, and the stream's ends, `fdopen` and `fclose`.
+//! `__overflow` (what the inline `putc_unlocked` calls), `fflush`, and the
+//! stream's ends, `fdopen` and `fclose`.
 //!
 //! Before a call that may write to a pipe/socket, the fiber waits until the
 //! fd polls writable and, on a pipe, until what the FILE holds plus the
@@ -46,6 +47,12 @@ fn before_output(f: *mut FILE, len: Option<usize>) -> Result<Kind, c_int> {
     if fully_buffered && !p.write_ptr.is_null() && len.is_some_and(|l| l < room) {
         return Ok(k); // lands in the buffer: no write
     }
+    if len.is_some() {
+        // The bytes do not fit: glibc writes, and its write is a
+        // cancellation point (a flush's is the caller's: see
+        // `flush_point`; a format's size is not known).
+        crate::cancel_point();
+    }
     let fd = fd_of(f);
     crate::fdwait::wait_until_ready(crate::fdtable::Fd::of(fd), Interest::Writable)?;
     // A pipe may poll writable with less room than one flush needs (Linux
@@ -71,6 +78,17 @@ fn before_output(f: *mut FILE, len: Option<usize>) -> Result<Kind, c_int> {
         }
     }
     Ok(k)
+}
+
+/// Before a flush (`fflush`, `fclose`): glibc writes what the stream
+/// holds, and its write is a cancellation point, whatever the fd; with
+/// nothing pending it writes nothing.
+fn flush_point(f: *mut FILE) {
+    // SAFETY: a live glibc FILE; the fields are read, not written.
+    let p = unsafe { &*io(f) };
+    if p.write_ptr > p.write_base {
+        crate::cancel_point();
+    }
 }
 
 /// A pipe's capacity (None for other fds).
@@ -146,7 +164,6 @@ fn fwrite_with(lock: bool, p: *const c_void, size: size_t, n: size_t, f: *mut FI
     let (Some(total), false) = (total, total == Some(0) || kind(f) == Kind::Pass) else {
         return locked(f, lock && crate::gate::cooperative(), || real(p, size, n));
     };
-    crate::cancel_point();
     locked(f, lock, || {
         let mut done = 0usize;
         while done < total {
@@ -220,12 +237,29 @@ hook! {
         emit(f, Some(1), libc::EOF, || unsafe { putc::real(c, f) })
     }
 
+    /// `__overflow`: what glibc's inline `putc_unlocked`, `putchar_unlocked`
+    /// and `fputc_unlocked` (`<bits/stdio.h>`, in code built with
+    /// optimisation) call when the buffer is full, or for an unbuffered
+    /// stream: it writes, so it waits for room first, as `putc` does.
+    [stdio] fn __overflow(f: *mut FILE, c: c_int) -> c_int {
+        // SAFETY: forwarded unchanged.
+        emit(f, Some(1), libc::EOF, || unsafe { __overflow::real(f, c) })
+    }
+
+    /// `_IO_putc`: glibc's old name of `putc`, which programs built
+    /// against old headers call.
+    [stdio] fn _IO_putc(c: c_int, f: *mut FILE) -> c_int {
+        // SAFETY: the caller's character and stream.
+        emit(f, Some(1), libc::EOF, || unsafe { _IO_putc::real(c, f) })
+    }
+
     /// `fflush(3)` (a null stream flushes all streams: passed through).
     [stdio] fn fflush(f: *mut FILE) -> c_int {
         if f.is_null() {
             // SAFETY: forwarded unchanged.
             return unsafe { fflush::real(f) };
         }
+        flush_point(f);
         // SAFETY: forwarded unchanged.
         emit(f, None, libc::EOF, || unsafe { fflush::real(f) })
     }
@@ -252,6 +286,7 @@ hook! {
     [stdio] fn fclose(f: *mut FILE) -> c_int {
         let fd = fd_of(f);
         if fd >= 0 {
+            flush_point(f);
             let _ = before_output(f, None);
             hub::forget_fd(fd);
             if crate::gate::on() {

@@ -1,5 +1,6 @@
-//! Formatted output: `printf`, `fprintf`, `dprintf`, their `v` forms and
-//! the fortified `__*_chk` forms that `-D_FORTIFY_SOURCE` compiles calls to.
+//! Formatted output: `printf`, `fprintf`, `dprintf`, the wide `wprintf`
+//! and `fwprintf`, their `v` forms and the fortified `__*_chk` forms that
+//! `-D_FORTIFY_SOURCE` compiles calls to.
 //!
 //! **Streams.** `vfprintf` and its relatives go through the same wait as
 //! the other output hooks ([`emit`]): writable, and on a pipe room for
@@ -25,7 +26,7 @@
 //! before anything else runs) and written with our `write` hook, which waits
 //! on the hub; glibc, too, returns -1 when any part of the write fails.
 
-use libc::{c_char, c_int, c_void, FILE};
+use libc::{c_char, c_int, c_void, wchar_t, FILE};
 
 use super::output::emit;
 use super::stdout;
@@ -94,6 +95,34 @@ hook! {
         let f = unsafe { stdout };
         // SAFETY: the caller's arguments, on stdout.
         emit(f, None, -1, || unsafe { __vfprintf_chk::real(f, flag, fmt, ap) })
+    }
+
+    /// `vfwprintf(3)`: wide formatted output, the same wait.
+    [stdio] fn vfwprintf(f: *mut FILE, fmt: *const wchar_t, ap: *mut c_void) -> c_int {
+        // SAFETY: forwarded unchanged.
+        emit(f, None, -1, || unsafe { vfwprintf::real(f, fmt, ap) })
+    }
+
+    /// `vwprintf(3)`: `vfwprintf` on stdout.
+    [stdio] fn vwprintf(fmt: *const wchar_t, ap: *mut c_void) -> c_int {
+        // SAFETY: reading the stdio global.
+        let f = unsafe { stdout };
+        // SAFETY: the caller's format and va_list, on stdout.
+        emit(f, None, -1, || unsafe { vfwprintf::real(f, fmt, ap) })
+    }
+
+    /// `__vfwprintf_chk`: fortified `vfwprintf`.
+    [stdio] fn __vfwprintf_chk(f: *mut FILE, flag: c_int, fmt: *const wchar_t, ap: *mut c_void) -> c_int {
+        // SAFETY: forwarded unchanged.
+        emit(f, None, -1, || unsafe { __vfwprintf_chk::real(f, flag, fmt, ap) })
+    }
+
+    /// `__vwprintf_chk`: fortified `vwprintf`.
+    [stdio] fn __vwprintf_chk(flag: c_int, fmt: *const wchar_t, ap: *mut c_void) -> c_int {
+        // SAFETY: reading the stdio global.
+        let f = unsafe { stdout };
+        // SAFETY: the caller's arguments, on stdout.
+        emit(f, None, -1, || unsafe { __vfwprintf_chk::real(f, flag, fmt, ap) })
     }
 
     /// `vdprintf(3)`.
@@ -197,4 +226,12 @@ va_hooks! {
     [2] fn dprintf => vdprintf;
     /// `__dprintf_chk`: a trampoline to [`__vdprintf_chk()`].
     [3] fn __dprintf_chk => __vdprintf_chk;
+    /// `wprintf(3)`: a trampoline to [`vwprintf()`].
+    [1] fn wprintf => vwprintf;
+    /// `fwprintf(3)`: a trampoline to [`vfwprintf()`].
+    [2] fn fwprintf => vfwprintf;
+    /// `__wprintf_chk`: a trampoline to [`__vwprintf_chk()`].
+    [2] fn __wprintf_chk => __vwprintf_chk;
+    /// `__fwprintf_chk`: a trampoline to [`__vfwprintf_chk()`].
+    [3] fn __fwprintf_chk => __vfwprintf_chk;
 }
