@@ -119,6 +119,16 @@ fn a_pending_cancellation_acts_at_every_glibc_cancellation_point() {
     differential("cancel_every_point", &[]);
 }
 
+/// C11 threads (`thrd_*`, `mtx_*`, `cnd_*`, `call_once`, `tss_*`), which
+/// glibc builds on its pthread functions by their internal names: two
+/// pthreads taking turns through a `mtx_t` and a `cnd_t` hung (the waits
+/// went to the kernel), `thrd_create` made OS threads, `thrd_sleep` held
+/// the hub. Now glibc's answers, the ticker running throughout.
+#[test]
+fn c11_threads_are_fibers_with_glibcs_answers() {
+    differential("c11_threads", &[]);
+}
+
 /// Policy and priority per thread: set, read back, inherited, explicit at
 /// creation, and glibc's errors.
 #[test]

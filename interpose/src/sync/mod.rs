@@ -85,6 +85,8 @@ pub mod sem;
 pub mod spin;
 
 pub(crate) use pshared::after_fork_child;
+// `mtx_init` ends in this (see `crate::thread::c11`).
+pub(crate) use pshared::mutex::pthread_mutex_init;
 
 /// The calling fiber is ending: the robust mutexes it holds become "owner
 /// died" (emulated ones, and process-shared ones).

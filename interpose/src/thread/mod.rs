@@ -46,6 +46,7 @@ use crate::gate::emulating;
 use crate::hook::hook;
 use handle::Gone;
 
+pub mod c11;
 pub mod cancel;
 pub mod cputime;
 #[cfg(all(target_arch = "x86_64", target_env = "gnu", not(greenhook_table)))]
