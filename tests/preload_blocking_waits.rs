@@ -76,3 +76,14 @@ fn message_queues_and_msync_wait_on_the_offload_pool() {
 fn opening_a_fifo_waits_on_the_hub() {
     differential_ticking("fifo_open", &[]);
 }
+
+/// Notifications glibc runs on threads of its own (`SIGEV_THREAD`: a timer,
+/// `mq_notify`) wake a thread waiting on a condition variable (the process
+/// exited with the deadlock report before the timer first fired), and
+/// POSIX AIO on a pipe reads what another thread writes later, its waits
+/// (`aio_suspend`, `lio_listio(LIO_WAIT)`) letting the other threads run
+/// (the read met `EAGAIN`, the wait held the hub).
+#[test]
+fn sigev_thread_notifications_and_aio_behave_as_glibcs() {
+    util::differential("notify_threads", &[]);
+}

@@ -1,6 +1,7 @@
 //! Calls that wait on something epoll cannot watch: file locks (`flock`,
 //! `lockf`, `fcntl(F_SETLKW)` and its OFD form), System V IPC (`msgrcv`,
-//! `msgsnd`, `semop`, `semtimedop`), POSIX message queues, `tcdrain` and
+//! `msgsnd`, `semop`, `semtimedop`), POSIX message queues, `tcdrain`,
+//! the POSIX AIO waits (`aio_suspend`, `lio_listio(LIO_WAIT)`) and
 //! `msync(MS_SYNC)` (which the kernel does not interrupt). Unhooked, a
 //! fiber waiting for a lock held by another fiber of the same hub
 //! deadlocked the process.
@@ -85,6 +86,17 @@ const MQUEUE: How = How {
 const TCDRAIN: How = How {
     restartable: true,
     cancellation_point: true,
+};
+/// `aio_suspend`: `EINTR` after any handler.
+const AIO_SUSPEND: How = How {
+    restartable: false,
+    cancellation_point: true,
+};
+/// `lio_listio(LIO_WAIT)`: `EINTR` after any handler, its requests still
+/// under way.
+const LIO_WAIT: How = How {
+    restartable: false,
+    cancellation_point: false,
 };
 
 /// Runs `attempt` (the call in a form that cannot wait). If it fails with
@@ -332,6 +344,50 @@ hook! {
     #[gate(cooperative())]
     [file] fn mq_send(q: mqd_t, p: *const c_char, len: size_t, prio: c_uint) -> c_int {
         mq_send_wait(q, p, len, prio, std::ptr::null())
+    }
+
+    /// `aio_suspend(3)`: glibc's waits in the kernel for its AIO threads
+    /// (the hub with it); tried with no wait, then on the pool.
+    #[cancel_point]
+    #[gate(cooperative())]
+    [file] fn aio_suspend(list: *const *const libc::aiocb, n: c_int, t: *const timespec) -> c_int {
+        let zero = timespec { tv_sec: 0, tv_nsec: 0 };
+        // A zero timeout of the caller's: the attempt is the answer.
+        let nowait = crate::deadline::read(t).is_ok_and(|d| d.tv_sec == 0 && d.tv_nsec == 0);
+        try_then_offload(
+            // SAFETY: the same call, not waiting (EAGAIN when none is done).
+            || unsafe { aio_suspend::real(list, n, &zero) },
+            if nowait { &[] } else { &[libc::EAGAIN] },
+            AIO_SUSPEND,
+            // SAFETY: forwarded unchanged, on a worker; the caller waits.
+            || unsafe { aio_suspend::real(list, n, t) },
+        )
+    }
+
+    /// `lio_listio(3)`: with `LIO_WAIT`, submitted and waited for on the
+    /// pool (glibc waits in the kernel for its AIO threads).
+    [file] fn lio_listio(mode: c_int, list: *const *mut libc::aiocb, n: c_int, ev: *mut libc::sigevent) -> c_int {
+        crate::notify::note_lio(list, n, ev);
+        if mode != libc::LIO_WAIT || !cooperative() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { lio_listio::real(mode, list, n, ev) };
+        }
+        let (list, ev) = (list as usize, ev as usize);
+        // SAFETY: forwarded unchanged, on a worker; the caller waits, so
+        // its arrays outlive the call.
+        wait_on_pool(LIO_WAIT, || unsafe { lio_listio::real(mode, list as *const _, n, ev as *mut _) })
+    }
+
+    /// `lio_listio64`: the same function on 64-bit glibc.
+    [file] fn lio_listio64(mode: c_int, list: *const *mut libc::aiocb, n: c_int, ev: *mut libc::sigevent) -> c_int {
+        crate::notify::note_lio(list, n, ev);
+        if mode != libc::LIO_WAIT || !cooperative() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { lio_listio64::real(mode, list, n, ev) };
+        }
+        let (list, ev) = (list as usize, ev as usize);
+        // SAFETY: as in `lio_listio`.
+        wait_on_pool(LIO_WAIT, || unsafe { lio_listio64::real(mode, list as *const _, n, ev as *mut _) })
     }
 
     /// `tcdrain(3)`: waits for a terminal's output to be sent; on the pool,

@@ -58,6 +58,8 @@ pub mod futex;
 #[cfg(greenhook_linux_hooks)]
 pub mod io;
 #[cfg(greenhook_linux_hooks)]
+pub mod notify;
+#[cfg(greenhook_linux_hooks)]
 pub(crate) mod nowait;
 #[cfg(greenhook_linux_hooks)]
 pub mod poll;
@@ -183,8 +185,11 @@ pub(crate) mod gate {
 
     static FOREIGN: AtomicBool = AtomicBool::new(false);
 
+    /// Notes that an OS thread other than the fibers' own uses, or will
+    /// use, pthread objects through glibc: one glibc makes for a
+    /// `SIGEV_THREAD` notification, before it has run (see `notify`).
     #[cold]
-    fn foreign_thread() {
+    pub(crate) fn foreign_thread() {
         FOREIGN.store(true, Ordering::Relaxed);
     }
 
