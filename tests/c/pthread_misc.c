@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -146,6 +147,56 @@ static void check_thread_name(void)
         strcmp(name_default_inside, main_before) || strcmp(main_after, main_before) ||
         strcmp(name_inherited, "gh-self-named"))
         fail("name round trip failed");
+}
+
+/* prctl(PR_SET_NAME/PR_GET_NAME) names the calling thread only: each of two
+   threads reads back its own name, main's stays; a long name is cut to 15
+   bytes; a bad pointer is EFAULT. (Under greenhook it named the OS thread
+   the fibers share: the last to name itself named them all, main too.) */
+static pthread_barrier_t named, hold;
+static char prctl_seen[2][16], prctl_long[16];
+static int prctl_null_get, prctl_null_set;
+
+static void *prctl_thread(void *arg)
+{
+    long i = (long)arg;
+    prctl(PR_SET_NAME, i ? "p-one" : "p-zero");
+    pthread_barrier_wait(&named);
+    prctl(PR_GET_NAME, prctl_seen[i]);
+    pthread_barrier_wait(&hold); /* main reads the names meanwhile */
+    if (i == 0) {
+        prctl(PR_SET_NAME, "a-name-longer-than-fifteen");
+        prctl(PR_GET_NAME, prctl_long);
+        errno = 0;
+        prctl_null_get = prctl(PR_GET_NAME, NULL) == -1 ? errno : 0;
+        errno = 0;
+        prctl_null_set = prctl(PR_SET_NAME, NULL) == -1 ? errno : 0;
+    }
+    return NULL;
+}
+
+static void check_prctl_name(void)
+{
+    char main_before[16], main_after[16], via_pthread[2][32];
+    prctl(PR_GET_NAME, main_before);
+    pthread_barrier_init(&named, NULL, 2);
+    pthread_barrier_init(&hold, NULL, 3);
+    pthread_t t[2];
+    for (long i = 0; i < 2; i++)
+        t[i] = spawn(prctl_thread, (void *)i);
+    msleep(50);
+    for (int i = 0; i < 2; i++)
+        pthread_getname_np(t[i], via_pthread[i], sizeof via_pthread[i]);
+    pthread_barrier_wait(&hold);
+    for (int i = 0; i < 2; i++)
+        join(t[i]);
+    prctl(PR_GET_NAME, main_after);
+    result("seen=%s,%s via_pthread=%s,%s long=%s null_get=%s null_set=%s main_kept=%d", prctl_seen[0],
+           prctl_seen[1], via_pthread[0], via_pthread[1], prctl_long, en(prctl_null_get), en(prctl_null_set),
+           strcmp(main_before, main_after) == 0);
+    if (strcmp(prctl_seen[0], "p-zero") || strcmp(prctl_seen[1], "p-one") || strcmp(via_pthread[0], "p-zero") ||
+        strcmp(main_before, main_after))
+        fail("prctl names crossed threads");
 }
 
 /* ---------- attributes ---------- */
@@ -593,6 +644,7 @@ static void check_sched_yield(void)
 static const struct check checks[] = {
     { "self_equal", check_self_equal },
     { "thread_name", check_thread_name },
+    { "prctl_name", check_prctl_name },
     { "stack_attrs", check_stack_attrs },
     { "detach", check_detach },
     { "join", check_join },

@@ -1,7 +1,7 @@
 //! Thread names: a pthread fiber's name lives in its record (16 bytes, NUL
-//! padded, like the kernel's `comm`), so that `pthread_setname_np` names
-//! the fiber rather than the OS thread it shares; the stall monitor and
-//! deadlock reports print it.
+//! padded, like the kernel's `comm`), so that `pthread_setname_np` and
+//! `prctl(PR_SET_NAME)` name the fiber rather than the OS thread it shares;
+//! the stall monitor and deadlock reports print it.
 
 use libc::{c_char, c_int, pthread_t, size_t};
 
@@ -56,7 +56,61 @@ pub(crate) fn name_of(key: usize) -> Option<String> {
     Some(String::from_utf8_lossy(&name[..n]).into_owned())
 }
 
+/// The NUL-terminated name at `p` as the kernel's `PR_SET_NAME` takes it:
+/// at most 15 bytes, NUL padded; `EFAULT` if its first byte cannot be
+/// read.
+fn name_at(p: *const u8) -> Result<[u8; 16], c_int> {
+    let mut name = [0u8; 16];
+    if crate::user::read_bytes(p, &mut name).is_err() {
+        // Near the end of a mapping: byte by byte, up to the NUL.
+        name = [0u8; 16];
+        for (i, b) in name.iter_mut().enumerate().take(15) {
+            // SAFETY: within the caller's string, up to its NUL.
+            match crate::user::read_bytes(unsafe { p.add(i) }, std::slice::from_mut(b)) {
+                Ok(()) if *b == 0 => break,
+                Ok(()) => {}
+                Err(e) if i == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+    }
+    if let Some(end) = name.iter().position(|&b| b == 0) {
+        name[end..].fill(0);
+    }
+    name[15] = 0;
+    Ok(name)
+}
+
 hook! {
+    /// `prctl(2)`: in a pthread fiber, `PR_SET_NAME` and `PR_GET_NAME` name
+    /// the fiber, as `pthread_setname_np` does (they named the OS thread
+    /// the fibers share: the last fiber to name itself named them all, main
+    /// included); every other option, and every other caller, goes to the
+    /// kernel. Variadic in glibc: the four words after the option travel
+    /// as words.
+    [thread] fn prctl(option: c_int, a2: libc::c_ulong, a3: libc::c_ulong, a4: libc::c_ulong, a5: libc::c_ulong) -> c_int {
+        let me = match option {
+            libc::PR_SET_NAME | libc::PR_GET_NAME => current_record().filter(|_| crate::gate::emulating()),
+            _ => None,
+        };
+        let Some(me) = me else {
+            // SAFETY: forwarded unchanged.
+            return unsafe { prctl::real(option, a2, a3, a4, a5) };
+        };
+        if option == libc::PR_SET_NAME {
+            match name_at(a2 as *const u8) {
+                Ok(name) => *me.name.borrow_mut() = name,
+                Err(e) => return crate::errno::fail(e),
+            }
+        } else {
+            let name = *me.name.borrow();
+            if let Err(e) = crate::user::write(a2 as *mut [u8; 16], name) {
+                return crate::errno::fail(e);
+            }
+        }
+        0
+    }
+
     /// `pthread_setname_np`: `ERANGE` for names of 16 bytes or more, like
     /// glibc, before anything else; a thread that ended is `ENOENT` (glibc
     /// finds no `/proc/self/task/<tid>/comm` for it).
