@@ -88,6 +88,18 @@ fn fork_from_main_with_threads_alive_then_threads_system_and_pause_in_the_child(
     differential("proc_children", &["fork_root"]);
 }
 
+/// `daemon()` and `_Fork()` from a thread while another runs: in the
+/// child only the caller goes on, as natively (glibc makes both with its
+/// internal fork, which no hook saw, and the other thread kept running in
+/// the child); the daemon's fds 0–2, directory and session as glibc's.
+#[test]
+fn daemon_and_underscore_fork_leave_only_the_caller_in_the_child() {
+    for how in ["daemon", "_Fork"] {
+        let log = std::env::temp_dir().join(format!("greenhook-fork-variants-{how}-{}.log", std::process::id()));
+        differential("fork_variants", &[how, log.to_str().unwrap()]);
+    }
+}
+
 #[test]
 fn posix_spawn_and_vfork_keep_working() {
     differential("proc_children", &["spawn"]);

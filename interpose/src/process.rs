@@ -173,9 +173,14 @@ fn wait_child(pid: pid_t, options: c_int, mut try_once: impl FnMut() -> pid_t) -
 /// `fork` and its stand-ins: in the child, the calling context becomes the
 /// hub's only one.
 fn forked() -> pid_t {
+    // SAFETY: glibc's fork, forwarded unchanged.
+    forked_by(|| unsafe { fork::real() })
+}
+
+/// [`forked`] with the fork made by `fork` (glibc's `fork` or `_Fork`).
+fn forked_by(fork: impl FnOnce() -> pid_t) -> pid_t {
     // On the OS thread's own thread pointer: see `hub::on_thread_tls`.
-    // SAFETY: forwarded unchanged.
-    let pid = hub::on_thread_tls(|| unsafe { fork::real() });
+    let pid = hub::on_thread_tls(fork);
     if pid == 0 && patched() {
         let e = errno::get();
         if hub::has_hub() {
@@ -362,6 +367,62 @@ hook! {
     /// `__vfork`, glibc's alias of `vfork`: [`fork()`] too.
     [process] fn __vfork() -> pid_t {
         forked()
+    }
+
+    /// `_Fork(2)`: glibc's fork without the `atfork` handlers, the child
+    /// made as [`fork()`]'s (it was glibc's own: the other threads' fibers
+    /// went on running in the child).
+    [process] fn _Fork() -> pid_t {
+        // SAFETY: glibc's `_Fork`, forwarded unchanged.
+        forked_by(|| unsafe { _Fork::real() })
+    }
+
+    /// `daemon(3)`, as glibc makes it (`misc/daemon.c`) but with the fork
+    /// of [`fork()`]: glibc's calls its internal fork, which no hook sees,
+    /// and the other threads' fibers went on running in the daemon. The
+    /// parent `_exit`s; the child starts a session, changes to `/` unless
+    /// `nochdir`, and unless `noclose` puts `/dev/null` on fds 0–2 (through
+    /// the `dup2` hook, so the fd table knows), `ENODEV` if it is not the
+    /// null device.
+    [process] fn daemon(nochdir: c_int, noclose: c_int) -> c_int {
+        match forked() {
+            -1 => return -1,
+            0 => {}
+            // SAFETY: the parent ends here, as glibc's does.
+            _ => unsafe { libc::_exit(0) },
+        }
+        // SAFETY: plain calls on the child's own process.
+        unsafe {
+            if libc::setsid() == -1 {
+                return -1;
+            }
+            if nochdir == 0 {
+                libc::chdir(c"/".as_ptr());
+            }
+            if noclose != 0 {
+                return 0;
+            }
+            let fd = crate::fifo::open::real(c"/dev/null".as_ptr(), libc::O_RDWR, 0);
+            if fd == -1 {
+                return -1;
+            }
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstat(fd, &mut st) != 0 {
+                crate::fd::close::real(fd);
+                return -1;
+            }
+            if st.st_mode & libc::S_IFMT != libc::S_IFCHR || st.st_rdev != libc::makedev(1, 3) {
+                crate::fd::close::real(fd);
+                return errno::fail(libc::ENODEV);
+            }
+            for target in 0..3 {
+                crate::fd::dup2(fd, target);
+            }
+            if fd > 2 {
+                crate::fd::close(fd);
+            }
+        }
+        0
     }
 
     /// `posix_spawn(3)`: passes through, except that a pipe the child would
