@@ -100,6 +100,19 @@ fn daemon_and_underscore_fork_leave_only_the_caller_in_the_child() {
     }
 }
 
+/// An exec without a fork hands the new program its pipes blocking, as
+/// glibc's does, through every exec function (the shell it runs, without
+/// the preload, met `EAGAIN` on a blocking read of an inherited pipe); a
+/// failed exec leaves the pipe as it was, waiting on the hub.
+#[test]
+fn an_exec_without_fork_hands_on_blocking_pipes() {
+    for how in [
+        "execve", "execv", "execvp", "execvpe", "execl", "execlp", "execle", "failed",
+    ] {
+        differential("exec_pipes", &[how]);
+    }
+}
+
 #[test]
 fn posix_spawn_and_vfork_keep_working() {
     differential("proc_children", &["spawn"]);

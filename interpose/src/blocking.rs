@@ -347,8 +347,8 @@ hook! {
     }
 
     /// `aio_suspend(3)`: glibc's waits in the kernel for its AIO threads
-    /// (the hub with it); tried with no wait, then on the pool.
-    #[cancel_point]
+    /// (the hub with it); tried with no wait, then on the pool. A
+    /// cancellation point only where it waits, as glibc's.
     #[gate(cooperative())]
     [file] fn aio_suspend(list: *const *const libc::aiocb, n: c_int, t: *const timespec) -> c_int {
         let zero = timespec { tv_sec: 0, tv_nsec: 0 };

@@ -1,5 +1,6 @@
 //! Child processes: `waitpid`, `wait`, `wait4`, `waitid`, `pclose`,
-//! `fork` and `vfork` (and `system`'s wait: see [`crate::system`]).
+//! `fork`, `vfork`, `_Fork`, `daemon`, the `exec` family (and `system`'s
+//! wait: see [`crate::system`]).
 //!
 //! - **Waiting for one child** (`pid > 0`, `P_PID`, `P_PIDFD`) uses a pidfd
 //!   (`pidfd_open`, a raw system call): the fiber waits on the hub until it
@@ -36,12 +37,14 @@
 //!   undefined.
 //! - `vfork` is `fork`: the child of a real `vfork` shares our stack and
 //!   must not return from the function that called it, which a hook is.
+//!   `_Fork` and `daemon` make their child as `fork` does.
 //!   `posix_spawn` and `exec*` pass through (glibc's `posix_spawn` blocks the
 //!   calling thread only until the child has exec'd), except that a managed
 //!   pipe the child inherits is given to it blocking: after `fork` in the
 //!   child (every managed pipe: the child may make a close-on-exec one
-//!   inheritable before it execs), around `posix_spawn` in the parent (see
-//!   [`crate::fd::private_pipes_after_fork`]).
+//!   inheritable before it execs), around `posix_spawn` in the parent, and
+//!   around an exec without a fork (see
+//!   [`crate::fd::private_pipes_after_fork`], [`spawned`]).
 
 use std::time::Duration;
 
@@ -275,6 +278,60 @@ fn spawned<R>(spawn: impl FnOnce() -> R) -> R {
 }
 
 hook! {
+    /// `execve(2)`: the program it runs inherits blocking pipes, not the
+    /// non-blocking descriptions greenhook made (see [`spawned`]); glibc's
+    /// `execl*` and `execv*` reach the kernel through its internal
+    /// `execve`, so each has a hook of its own. Before, an exec without a
+    /// fork (a wrapper that execs the real program, a shell's `exec`)
+    /// passed its pipes on non-blocking, and the new program met `EAGAIN`
+    /// on a blocking read. If the exec fails, the pipes are put back.
+    #[gate(patched())]
+    [process] fn execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
+        // SAFETY: forwarded unchanged.
+        spawned(|| unsafe { execve::real(path, argv, envp) })
+    }
+
+    /// `execv(3)`: as [`execve()`].
+    #[gate(patched())]
+    [process] fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
+        // SAFETY: forwarded unchanged.
+        spawned(|| unsafe { execv::real(path, argv) })
+    }
+
+    /// `execvp(3)`: as [`execve()`].
+    #[gate(patched())]
+    [process] fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
+        // SAFETY: forwarded unchanged.
+        spawned(|| unsafe { execvp::real(file, argv) })
+    }
+
+    /// `execvpe(3)`: as [`execve()`].
+    #[gate(patched())]
+    [process] fn execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
+        // SAFETY: forwarded unchanged.
+        spawned(|| unsafe { execvpe::real(file, argv, envp) })
+    }
+
+    /// `fexecve(3)`: as [`execve()`].
+    #[gate(patched())]
+    [process] fn fexecve(fd: c_int, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
+        // SAFETY: forwarded unchanged.
+        spawned(|| unsafe { fexecve::real(fd, argv, envp) })
+    }
+
+    /// `execveat(2)`: as [`execve()`].
+    #[gate(patched())]
+    [process] fn execveat(
+        dir: c_int,
+        path: *const c_char,
+        argv: *const *const c_char,
+        envp: *const *const c_char,
+        flags: c_int,
+    ) -> c_int {
+        // SAFETY: forwarded unchanged.
+        spawned(|| unsafe { execveat::real(dir, path, argv, envp, flags) })
+    }
+
     /// `waitpid(2)`: waits on the hub, not in the kernel.
     #[cancel_point]
     #[gate(cooperative_wait(options))]
@@ -466,4 +523,104 @@ hook! {
         // SAFETY: forwarded unchanged.
         spawned(|| unsafe { posix_spawnp::real(pid, file, fa, attr, argv, envp) })
     }
+}
+
+/// The x86-64 System V `va_list` that the variadic trampolines build (see
+/// `stdio::printf`): the next argument word is in the register save area
+/// until its six words are used, then on the caller's stack.
+#[cfg(target_arch = "x86_64")]
+#[repr(C)]
+struct VaList {
+    gp_offset: u32,
+    fp_offset: u32,
+    overflow_arg_area: *mut usize,
+    reg_save_area: *mut u8,
+}
+
+/// The next pointer-sized argument of `ap`.
+///
+/// # Safety
+/// `ap` is a live `va_list` with an integer or pointer argument left.
+#[cfg(target_arch = "x86_64")]
+unsafe fn next_arg(ap: *mut VaList) -> usize {
+    // SAFETY: per the contract; the layout is the ABI's.
+    unsafe {
+        let ap = &mut *ap;
+        if ap.gp_offset < 48 {
+            let v = ap.reg_save_area.add(ap.gp_offset as usize).cast::<usize>().read();
+            ap.gp_offset += 8;
+            v
+        } else {
+            let v = ap.overflow_arg_area.read();
+            ap.overflow_arg_area = ap.overflow_arg_area.add(1);
+            v
+        }
+    }
+}
+
+/// `arg0` and the arguments after it up to the terminating null, as an
+/// argument vector (ending in that null), and `ap` left after the null.
+///
+/// # Safety
+/// As `execl`: a null-terminated list of strings after `arg0`.
+#[cfg(target_arch = "x86_64")]
+unsafe fn arg_vector(arg0: *const c_char, ap: *mut VaList) -> Vec<*const c_char> {
+    let mut argv = vec![arg0];
+    let mut next = arg0;
+    while !next.is_null() {
+        // SAFETY: per the contract, until the null.
+        next = unsafe { next_arg(ap) } as *const c_char;
+        argv.push(next);
+    }
+    argv
+}
+
+/// `execl` with its list gathered ([`arg_vector`]), then [`execv()`].
+///
+/// # Safety
+/// As `execl`.
+#[cfg(target_arch = "x86_64")]
+unsafe extern "C-unwind" fn execl_v(path: *const c_char, arg0: *const c_char, ap: *mut VaList) -> c_int {
+    // SAFETY: per the contract.
+    let argv = unsafe { arg_vector(arg0, ap) };
+    // SAFETY: a null-terminated vector of the caller's strings.
+    unsafe { execv(path, argv.as_ptr()) }
+}
+
+/// `execlp`: as [`execl_v`], then [`execvp()`].
+///
+/// # Safety
+/// As `execlp`.
+#[cfg(target_arch = "x86_64")]
+unsafe extern "C-unwind" fn execlp_v(file: *const c_char, arg0: *const c_char, ap: *mut VaList) -> c_int {
+    // SAFETY: per the contract.
+    let argv = unsafe { arg_vector(arg0, ap) };
+    // SAFETY: as in `execl_v`.
+    unsafe { execvp(file, argv.as_ptr()) }
+}
+
+/// `execle`: as [`execl_v`], the environment after the null, then
+/// [`execve()`].
+///
+/// # Safety
+/// As `execle`.
+#[cfg(target_arch = "x86_64")]
+unsafe extern "C-unwind" fn execle_v(path: *const c_char, arg0: *const c_char, ap: *mut VaList) -> c_int {
+    // SAFETY: per the contract: the environment follows the null.
+    let (argv, envp) = unsafe {
+        let argv = arg_vector(arg0, ap);
+        (argv, next_arg(ap) as *const *const c_char)
+    };
+    // SAFETY: as in `execl_v`.
+    unsafe { execve(path, argv.as_ptr(), envp) }
+}
+
+#[cfg(target_arch = "x86_64")]
+crate::stdio::va_hooks! {
+    /// `execl(3)`: a trampoline to [`execl_v`].
+    [2] fn execl => execl_v;
+    /// `execlp(3)`: a trampoline to [`execlp_v`].
+    [2] fn execlp => execlp_v;
+    /// `execle(3)`: a trampoline to [`execle_v`].
+    [2] fn execle => execle_v;
 }

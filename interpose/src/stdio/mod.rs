@@ -74,6 +74,9 @@ pub(crate) use input::{fgets, fgets_unlocked, fread, fread_unlocked};
 pub(crate) use output::fdopen;
 // `pclose` flushes with this first (see `crate::process`).
 pub(crate) use output::fflush;
+// The variadic trampolines, which `execl` and its kin use too.
+#[cfg(target_arch = "x86_64")]
+pub(crate) use printf::va_hooks;
 
 extern "C" {
     static mut stdin: *mut FILE;

@@ -194,7 +194,7 @@ macro_rules! va_hooks {
                 "lea rax, [rbp + 16]",
                 "mov [rsp + 184], rax",
                 "mov [rsp + 192], rsp",
-                concat!("lea ", va_hooks!(@ap $fixed), ", [rsp + 176]"),
+                concat!("lea ", $crate::stdio::va_hooks!(@ap $fixed), ", [rsp + 176]"),
                 "call {v}",
                 "leave",
                 ".cfi_def_cfa rsp, 8",
@@ -211,6 +211,9 @@ macro_rules! va_hooks {
     (@ap 2) => { "rdx" };
     (@ap 3) => { "rcx" };
 }
+// `execl` and its kin use it too (see `crate::process`).
+#[cfg(target_arch = "x86_64")]
+pub(crate) use va_hooks;
 
 #[cfg(target_arch = "x86_64")]
 va_hooks! {
