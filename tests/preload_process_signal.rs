@@ -113,6 +113,18 @@ fn an_exec_without_fork_hands_on_blocking_pipes() {
     }
 }
 
+/// A program that closes every fd from 3 up while it has threads
+/// (`closefrom`, `close_range`, the raw system call, a loop of `close`, and
+/// in a forked child) keeps working: the hub's own fds, which live high,
+/// are passed by (they were closed, and the next wait aborted), and a new
+/// file gets the lowest number, as natively.
+#[test]
+fn closing_every_fd_leaves_the_hubs_own() {
+    for how in ["closefrom", "close_range", "raw", "loop", "child"] {
+        differential("close_all", &[how]);
+    }
+}
+
 #[test]
 fn posix_spawn_and_vfork_keep_working() {
     differential("proc_children", &["spawn"]);

@@ -226,6 +226,11 @@ hook! {
     /// registration and bookkeeping go before the number can be reused.
     #[cancel_point]
     [fd] fn close(fd: c_int) -> c_int {
+        if hub::reactor::is_own(fd) {
+            // The hub's own (see `hub::reactor::own`): to the program, a
+            // number that is not open.
+            return crate::errno::fail(libc::EBADF);
+        }
         // Even unpatched: a Rust API user may have waited on this fd through
         // greenhook::io, and a registration that outlives the fd would
         // swallow the events of the next fd given the same number.
@@ -241,17 +246,29 @@ hook! {
     /// only sets close-on-exec).
     [fd] fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
         before_close_range(first, last, flags);
-        // SAFETY: forwarded unchanged.
-        unsafe { close_range::real(first, last, flags) }
+        // SAFETY: forwarded, in pieces around the hub's own fds.
+        around_own(first, last, flags, |a, b, f| unsafe { close_range::real(a, b, f) })
     }
 
-    /// `closefrom(3)` (glibc 2.34+): like `close` for every fd from `low` on.
+    /// `closefrom(3)` (glibc 2.34+): like `close` for every fd from `low`
+    /// on, the hub's own excepted.
     [fd] fn closefrom(low: c_int) {
-        if low >= 0 {
-            forget_range(low as c_uint, c_uint::MAX);
+        if low < 0 {
+            // SAFETY: forwarded unchanged (glibc's answer to a bad number).
+            return unsafe { closefrom::real(low) };
         }
-        // SAFETY: forwarded unchanged.
-        unsafe { closefrom::real(low) }
+        forget_range(low as c_uint, c_uint::MAX);
+        let own = hub::reactor::own_in(low as c_uint, c_uint::MAX);
+        let mut from = low as c_uint;
+        for fd in own {
+            if (fd as c_uint) > from {
+                // SAFETY: the program's fds below ours.
+                unsafe { close_range::real(from, fd as c_uint - 1, 0) };
+            }
+            from = fd as c_uint + 1;
+        }
+        // SAFETY: the rest, as the caller asked.
+        unsafe { closefrom::real(from as c_int) }
     }
 
     /// `posix_spawn_file_actions_adddup2(3)`: a managed fd that a spawned
@@ -779,18 +796,64 @@ fn forget_range(first: c_uint, last: c_uint) {
     }
 }
 
-/// Before `syscall(SYS_close, fd)` or `syscall(SYS_close_range, first,
-/// last, flags)`: what the `close` and `close_range` hooks do first.
-pub(crate) fn before_raw_close(n: libc::c_long, a1: libc::c_long, a2: libc::c_long, a3: libc::c_long) {
+/// `syscall(SYS_close, fd)` or `syscall(SYS_close_range, first, last,
+/// flags)`, made by `real(a1, a2, a3)`: what the `close` and `close_range`
+/// hooks do.
+pub(crate) fn raw_close(
+    n: libc::c_long,
+    a1: libc::c_long,
+    a2: libc::c_long,
+    a3: libc::c_long,
+    real: impl Fn(libc::c_long, libc::c_long, libc::c_long) -> libc::c_long,
+) -> libc::c_long {
     if n == libc::SYS_close {
         if let Ok(fd) = c_int::try_from(a1) {
+            if hub::reactor::is_own(fd) {
+                return crate::errno::fail(libc::EBADF);
+            }
             if fd >= 0 {
                 forget_range(fd as c_uint, fd as c_uint);
             }
         }
-    } else {
-        before_close_range(a1 as c_uint, a2 as c_uint, a3 as c_int);
+        return real(a1, a2, a3);
     }
+    before_close_range(a1 as c_uint, a2 as c_uint, a3 as c_int);
+    let call = |a: c_uint, b: c_uint, f: c_int| {
+        real(libc::c_long::from(a), libc::c_long::from(b), libc::c_long::from(f)) as c_int
+    };
+    libc::c_long::from(around_own(a1 as c_uint, a2 as c_uint, a3 as c_int, call))
+}
+
+/// `close_range(first, last, flags)` made by `call`, in pieces that leave
+/// out the hub's own fds (see `hub::reactor::own`), unless it only sets
+/// close-on-exec (ours have it) or the range holds none of them: the
+/// kernel's answer for the first piece that fails (`EINVAL` for a bad
+/// range or flags, which the first piece meets), else 0.
+fn around_own(first: c_uint, last: c_uint, flags: c_int, call: impl Fn(c_uint, c_uint, c_int) -> c_int) -> c_int {
+    let own = if flags as c_uint & libc::CLOSE_RANGE_CLOEXEC != 0 || first > last {
+        Vec::new()
+    } else {
+        hub::reactor::own_in(first, last)
+    };
+    if own.is_empty() {
+        return call(first, last, flags);
+    }
+    // The next fd to close; ours are below 65,536, so `fd + 1` fits.
+    let mut from = first;
+    for fd in own {
+        let fd = fd as c_uint;
+        if fd > from {
+            let r = call(from, fd - 1, flags);
+            if r != 0 {
+                return r;
+            }
+        }
+        from = fd + 1;
+    }
+    if from <= last {
+        return call(from, last, flags);
+    }
+    0
 }
 
 /// What `close_range` needs first, unless it only sets close-on-exec.

@@ -100,9 +100,8 @@ hook! {
     #[gate(n == libc::SYS_futex || n == libc::SYS_close || n == libc::SYS_close_range)]
     [futex] fn syscall(n: c_long, a1: c_long, a2: c_long, a3: c_long, a4: c_long, a5: c_long, a6: c_long) -> c_long {
         if n != libc::SYS_futex {
-            crate::fd::before_raw_close(n, a1, a2, a3);
-            // SAFETY: forwarded unchanged.
-            return unsafe { syscall::real(n, a1, a2, a3, a4, a5, a6) };
+            // SAFETY: forwarded unchanged (a close range in pieces).
+            return crate::fd::raw_close(n, a1, a2, a3, |a1, a2, a3| unsafe { syscall::real(n, a1, a2, a3, a4, a5, a6) });
         }
         let uaddr = a1 as usize;
         let op = a2 as i32;

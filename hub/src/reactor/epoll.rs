@@ -22,6 +22,17 @@ pub(crate) struct Reactor {
     wall: super::wall_watch::Watch,
 }
 
+impl Drop for Reactor {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        super::own::release(self.epfd.as_raw_fd());
+        // The notifier's eventfd may outlive the reactor in a clone; its
+        // number stays the hub's until the last one goes, which is when a
+        // thread with a hub ends: released with the epoll set.
+        super::own::release(self.notifier.efd.as_raw_fd());
+    }
+}
+
 /// Cross-thread wake-up: an eventfd registered in the epoll set.
 #[derive(Clone)]
 pub(crate) struct Notifier {
@@ -43,8 +54,8 @@ fn borrowed(fd: RawFd) -> BorrowedFd<'static> {
 
 impl Reactor {
     pub(crate) fn new() -> io::Result<Reactor> {
-        let epfd = epoll::create(CreateFlags::CLOEXEC)?;
-        let efd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
+        let epfd = super::own::adopt(epoll::create(CreateFlags::CLOEXEC)?);
+        let efd = super::own::adopt(eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?);
         epoll::add(&epfd, &efd, EventData::new_u64(NOTIFY), EventFlags::IN | EventFlags::ET)?;
         Ok(Reactor {
             epfd,

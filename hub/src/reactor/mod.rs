@@ -43,3 +43,96 @@ pub fn backend_name() -> &'static str {
     #[cfg(any(not(target_os = "linux"), greenhook_force_polling))]
     return "polling crate";
 }
+
+/// The fds the hub's own machinery holds: each hub's epoll set and
+/// notifier, and the wall-clock watch. They live high in the fd table
+/// (from half the soft `RLIMIT_NOFILE` up, at most 4096), away from the
+/// small numbers programs give to `dup2` and expect from `open`, and
+/// [`is_own`] lets interpose's close hooks pass them by: a program that
+/// closed every fd from 3 up (`closefrom`, `close_range`, a loop of
+/// `close`), as daemons and children before an exec do, closed the hub's
+/// epoll set, and the next wait aborted the process.
+#[cfg(target_os = "linux")]
+pub(crate) mod own {
+    use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// One bit per fd below 65,536.
+    static OWN: [AtomicU64; 1024] = [const { AtomicU64::new(0) }; 1024];
+
+    fn slot(fd: RawFd) -> Option<(&'static AtomicU64, u64)> {
+        let i = usize::try_from(fd).ok()?;
+        Some((OWN.get(i / 64)?, 1 << (i % 64)))
+    }
+
+    /// Whether `fd` is one of the hub's own.
+    pub fn is_own(fd: RawFd) -> bool {
+        slot(fd).is_some_and(|(w, b)| w.load(Ordering::Relaxed) & b != 0)
+    }
+
+    /// The hub's own fds within `[first, last]`, in order.
+    pub fn own_in(first: u32, last: u32) -> Vec<RawFd> {
+        let mut out = Vec::new();
+        for (i, w) in OWN.iter().enumerate() {
+            let mut bits = w.load(Ordering::Relaxed);
+            while bits != 0 {
+                let fd = (i * 64 + bits.trailing_zeros() as usize) as u32;
+                bits &= bits - 1;
+                if (first..=last).contains(&fd) {
+                    out.push(fd as RawFd);
+                }
+            }
+        }
+        out
+    }
+
+    /// The lowest number an own fd is moved to.
+    fn base() -> u32 {
+        let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .unwrap_or(1024);
+        (soft / 2).clamp(3, 4096) as u32
+    }
+
+    /// Takes `fd` as the hub's own: moved high (close-on-exec), and
+    /// marked. Where it cannot move (a low `RLIMIT_NOFILE`), it stays and
+    /// is marked where it is.
+    pub(crate) fn adopt(fd: OwnedFd) -> OwnedFd {
+        let fd = match rustix::io::fcntl_dupfd_cloexec(&fd, base() as RawFd) {
+            Ok(high) => high,
+            Err(_) => fd,
+        };
+        mark(fd.as_raw_fd());
+        fd
+    }
+
+    /// Marks `fd` as the hub's own where it is.
+    pub(crate) fn mark(fd: RawFd) {
+        if let Some((w, b)) = slot(fd) {
+            w.fetch_or(b, Ordering::Relaxed);
+        }
+    }
+
+    /// `fd` is no longer the hub's (about to be closed).
+    pub(crate) fn release(fd: RawFd) {
+        if let Some((w, b)) = slot(fd) {
+            w.fetch_and(!b, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Whether `fd` is one of the hub's own (see [`own`]); never elsewhere.
+#[cfg(not(target_os = "linux"))]
+pub mod own {
+    /// Always false: the other backends keep no fds a program could close.
+    pub fn is_own(_fd: std::os::fd::RawFd) -> bool {
+        false
+    }
+
+    /// None.
+    pub fn own_in(_first: u32, _last: u32) -> Vec<std::os::fd::RawFd> {
+        Vec::new()
+    }
+}
+
+pub use own::{is_own, own_in};

@@ -41,14 +41,27 @@ impl Watch {
     /// In a forked child: the watch is the parent's open timer (arming it
     /// would arm theirs). Closes our copy; the next wall deadline makes one.
     pub(crate) fn reset_after_fork(&self) {
-        self.fd.borrow_mut().take();
+        if let Some(fd) = self.fd.borrow_mut().take() {
+            super::own::release(std::os::fd::AsRawFd::as_raw_fd(&fd));
+        }
         self.tried.set(false);
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if let Some(fd) = self.fd.get_mut() {
+            super::own::release(std::os::fd::AsRawFd::as_raw_fd(fd));
+        }
     }
 }
 
 /// A new watch, armed.
 fn create() -> io::Result<OwnedFd> {
-    let fd = timerfd_create(TimerfdClockId::Realtime, TimerfdFlags::CLOEXEC | TimerfdFlags::NONBLOCK)?;
+    let fd = super::own::adopt(timerfd_create(
+        TimerfdClockId::Realtime,
+        TimerfdFlags::CLOEXEC | TimerfdFlags::NONBLOCK,
+    )?);
     arm(&fd)?;
     Ok(fd)
 }
