@@ -30,6 +30,9 @@ use super::{current_record, keys, lookup, once, root_exited, unregister, Record}
 use crate::gate::emulating;
 use crate::hook::hook;
 
+// The interpose-table build declares every hooked name bare (`fn()`), the
+// jump hooks' `longjmp` among them: one symbol, two views.
+#[allow(clashing_extern_declarations)]
 extern "C" {
     fn longjmp(env: *mut c_void, val: c_int) -> !;
 }
