@@ -18,6 +18,9 @@
  *   (another thread accepts it) before sigsetjmp, unblocked after it, is
  *   blocked again after the jump
  *
+ *   __sigsetjmp(buf, 0) on the small buffer pthread_cleanup_push passes:
+ *   nothing past it is written
+ *
  * usage: jump_masks
  * stdout: one line per case.
  */
@@ -174,6 +177,30 @@ static void *idle(void *arg)
     return NULL;
 }
 
+/* What pthread_cleanup_push hands __sigsetjmp (with savemask 0): glibc's
+   104-byte __pthread_unwind_buf_t, not a whole sigjmp_buf, with the
+   caller's frame after it (here a guard of 256 bytes). Nothing past it
+   may change. (greenhook's __sigsetjmp wrote a word 80 bytes past it:
+   Boehm GC's threads crashed on the return address it hit.) */
+static void small_buffer(void)
+{
+    struct {
+        struct {
+            long jb[8];
+            int mask_was_saved;
+        } cancel;
+        void *pad[4];
+        unsigned char guard[256];
+    } b;
+    memset(&b, 0x5a, sizeof b);
+    if (__sigsetjmp((struct __jmp_buf_tag *)(void *)&b, 0) == 0) { /* &b.cancel: the same address */
+        int changed = 0;
+        for (size_t i = 0; i < sizeof b.guard; i++)
+            changed += b.guard[i] != 0x5a;
+        printf("sigsetjmp(buf, 0) on a cleanup buffer: %d bytes past it changed\n", changed);
+    }
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -189,6 +216,7 @@ int main(void)
     pthread_detach(t);
     pthread_sigmask(SIG_UNBLOCK, &alrm, NULL);
 
+    small_buffer();
     for (int i = 0; i < 3; i++)
         saved_jump("main", 0);
 

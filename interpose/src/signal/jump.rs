@@ -65,16 +65,25 @@ fn words(s: &mut sigset_t) -> &mut [u64; 16] {
     unsafe { &mut *(s as *mut sigset_t).cast::<[u64; 16]>() }
 }
 
-/// Writes the calling context's virtual mask into `env`'s record, or
-/// clears the record where masks are not virtual or none is to be saved.
+/// Where a mask is to be saved (`savemask` non-zero): writes the calling
+/// context's virtual mask into `env`'s record, or clears the record where
+/// masks are not virtual. With `savemask` 0 nothing is written: glibc
+/// saves no mask and the jump reads none, and the buffer may be smaller
+/// than a `sigjmp_buf` (`pthread_cleanup_push` passes its 104-byte
+/// `__pthread_unwind_buf_t`, whose record words would lie 80 bytes past
+/// its end, in the caller's frame: Boehm GC's threads crashed there).
 ///
 /// # Safety
-/// `env` points at a `struct __jmp_buf_tag` the caller may write.
+/// `env` points at a `struct __jmp_buf_tag` the caller may write, a whole
+/// one (with its `__saved_mask`) where `savemask` is non-zero.
 #[cfg_attr(not(all(target_arch = "x86_64", not(greenhook_table))), allow(dead_code))]
 unsafe fn note(env: *mut JmpBufTag, savemask: c_int) {
+    if savemask == 0 {
+        return;
+    }
     // SAFETY: per the contract; only the two record words are touched.
     let w = words(unsafe { &mut (*env).saved_mask });
-    if savemask != 0 && super::virtual_masks() {
+    if super::virtual_masks() {
         w[RECORD] = MAGIC;
         w[RECORD + 1] = super::virtual_mask();
     } else {
