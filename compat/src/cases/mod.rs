@@ -4,6 +4,7 @@
 
 mod alloc;
 mod cancel;
+mod gc;
 mod mariadb;
 mod memcached;
 mod nginx;
@@ -146,6 +147,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(python_scripts::CASES);
     cases.extend(workers::CASES);
     cases.extend(cancel::CASES);
+    cases.push(gc::CASE);
     cases
 }
 
@@ -234,6 +236,11 @@ impl Ctx {
 
     /// `compat/c/<name>.c`, compiled once per suite run.
     pub fn compile(&self, name: &str) -> Result<PathBuf, Side> {
+        self.compile_with(name, &[])
+    }
+
+    /// [`Ctx::compile`], linked with `libs` (`-lgc`).
+    pub fn compile_with(&self, name: &str, libs: &[&str]) -> Result<PathBuf, Side> {
         let mut compiled = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(exe) = compiled.get(name) {
             return Ok(exe.clone());
@@ -245,7 +252,8 @@ impl Ctx {
         cmd.args(["-O1", "-g", "-Wall", "-Wextra", "-Werror", "-pthread"])
             .arg(&source)
             .arg("-o")
-            .arg(&exe);
+            .arg(&exe)
+            .args(libs);
         let ran = proc::run(&mut cmd, &dir, Duration::from_secs(120))
             .map_err(|e| Side::broken(format!("cannot compile {}: {e}", source.display())))?;
         if !ran.succeeded() {
