@@ -99,6 +99,24 @@ const LIO_WAIT: How = How {
     cancellation_point: false,
 };
 
+/// The real `lio_listio` or `lio_listio64`.
+type LioListio = unsafe fn(c_int, *const *mut libc::aiocb, c_int, *mut libc::sigevent) -> c_int;
+
+/// `lio_listio` made by `real`: with `LIO_WAIT`, submitted and waited for
+/// on the pool (glibc waits in the kernel for its AIO threads); the
+/// notifications it asks for noted first (`notify`).
+fn lio(real: LioListio, mode: c_int, list: *const *mut libc::aiocb, n: c_int, ev: *mut libc::sigevent) -> c_int {
+    crate::notify::note_lio(list, n, ev);
+    if mode != libc::LIO_WAIT || !cooperative() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { real(mode, list, n, ev) };
+    }
+    let (list, ev) = (list as usize, ev as usize);
+    // SAFETY: forwarded unchanged, on a worker; the caller waits, so its
+    // arrays outlive the call.
+    wait_on_pool(LIO_WAIT, || unsafe { real(mode, list as *const _, n, ev as *mut _) })
+}
+
 /// Runs `attempt` (the call in a form that cannot wait). If it fails with
 /// one of `would_block`, waits in `blocking` (the caller's call) on the
 /// offload pool ([`wait_on_pool`]); otherwise its result stands. `R` is the
@@ -364,30 +382,14 @@ hook! {
         )
     }
 
-    /// `lio_listio(3)`: with `LIO_WAIT`, submitted and waited for on the
-    /// pool (glibc waits in the kernel for its AIO threads).
+    /// `lio_listio(3)`: see [`lio`].
     [file] fn lio_listio(mode: c_int, list: *const *mut libc::aiocb, n: c_int, ev: *mut libc::sigevent) -> c_int {
-        crate::notify::note_lio(list, n, ev);
-        if mode != libc::LIO_WAIT || !cooperative() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { lio_listio::real(mode, list, n, ev) };
-        }
-        let (list, ev) = (list as usize, ev as usize);
-        // SAFETY: forwarded unchanged, on a worker; the caller waits, so
-        // its arrays outlive the call.
-        wait_on_pool(LIO_WAIT, || unsafe { lio_listio::real(mode, list as *const _, n, ev as *mut _) })
+        lio(lio_listio::real, mode, list, n, ev)
     }
 
     /// `lio_listio64`: the same function on 64-bit glibc.
     [file] fn lio_listio64(mode: c_int, list: *const *mut libc::aiocb, n: c_int, ev: *mut libc::sigevent) -> c_int {
-        crate::notify::note_lio(list, n, ev);
-        if mode != libc::LIO_WAIT || !cooperative() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { lio_listio64::real(mode, list, n, ev) };
-        }
-        let (list, ev) = (list as usize, ev as usize);
-        // SAFETY: as in `lio_listio`.
-        wait_on_pool(LIO_WAIT, || unsafe { lio_listio64::real(mode, list as *const _, n, ev as *mut _) })
+        lio(lio_listio64::real, mode, list, n, ev)
     }
 
     /// `tcdrain(3)`: waits for a terminal's output to be sent; on the pool,

@@ -54,10 +54,11 @@ struct C11Start {
 /// thread's value, as glibc's `start_thread` stores it
 /// (`(void *) (uintptr_t) result`).
 extern "C" fn c11_start(start: *mut c_void) -> *mut c_void {
-    // SAFETY: `thrd_create` boxed it for this thread alone.
-    let start = unsafe { Box::from_raw(start.cast::<C11Start>()) };
-    let r = (start.func)(start.arg);
-    r as isize as *mut c_void
+    // SAFETY: `thrd_create` boxed it for this thread alone. Freed before
+    // the routine runs: a `thrd_exit` inside it leaves this frame with
+    // nothing to drop.
+    let C11Start { func, arg } = *unsafe { Box::from_raw(start.cast::<C11Start>()) };
+    func(arg) as isize as *mut c_void
 }
 
 hook! {
