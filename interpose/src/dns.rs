@@ -113,8 +113,84 @@ impl Drop for StaticLock {
 // caller's pointers (names, hints, result and h_errno pointers, buffers)
 // stay valid because `hub::offload` does not return before the call has
 // finished.
+/// Whether glibc's `getaddrinfo` reads a file or asks the kernel for this
+/// lookup, where its internal calls are cancellation points (measured with
+/// a cancellation pending): with null hints (they default to
+/// `AI_ADDRCONFIG`), with `AI_ADDRCONFIG`, for a host that is not numeric
+/// (unless `AI_NUMERICHOST` refuses it at once), for a service that is not
+/// a number (unless `AI_NUMERICSERV` does). A numeric host and service
+/// with hints read nothing, and are no cancellation point.
+///
+/// # Safety
+/// As `getaddrinfo`: null or valid strings, null or valid hints.
+unsafe fn gai_reads(node: *const c_char, service: *const c_char, hints: *const addrinfo) -> bool {
+    // SAFETY: per the contract.
+    let Some(h) = (unsafe { hints.as_ref() }) else {
+        return true;
+    };
+    if h.ai_flags & libc::AI_ADDRCONFIG != 0 {
+        return true;
+    }
+    // SAFETY: per the contract: a NUL-terminated name.
+    let host_named = !node.is_null() && h.ai_flags & libc::AI_NUMERICHOST == 0 && !unsafe { numeric_host(node) };
+    // SAFETY: as above.
+    let service_named =
+        !service.is_null() && h.ai_flags & libc::AI_NUMERICSERV == 0 && !unsafe { numeric_service(service) };
+    host_named || service_named
+}
+
+extern "C" {
+    fn inet_aton(cp: *const c_char, inp: *mut libc::in_addr) -> c_int;
+    fn inet_pton(af: c_int, src: *const c_char, dst: *mut c_void) -> c_int;
+}
+
+/// [`gai_reads`] on the hook's arguments (the entry's cancellation check).
+fn gai_point(node: *const c_char, service: *const c_char, hints: *const addrinfo) -> bool {
+    // SAFETY: the caller's arguments to `getaddrinfo`, as the call takes
+    // them.
+    unsafe { gai_reads(node, service, hints) }
+}
+
+/// An IPv4 address as glibc's `getaddrinfo` reads one (`inet_aton`'s
+/// forms, nothing after), or an IPv6 one (before any `%` scope).
+///
+/// # Safety
+/// `node` is a NUL-terminated string.
+unsafe fn numeric_host(node: *const c_char) -> bool {
+    // SAFETY: per the contract.
+    let name = unsafe { std::ffi::CStr::from_ptr(node) }.to_bytes();
+    let mut v4: libc::in_addr = libc::in_addr { s_addr: 0 };
+    // SAFETY: a NUL-terminated string and an out address.
+    if !name.iter().any(u8::is_ascii_whitespace) && unsafe { inet_aton(node, &mut v4) } != 0 {
+        return true;
+    }
+    let addr = name.split(|&b| b == b'%').next().unwrap_or(&[]);
+    let Ok(addr) = std::ffi::CString::new(addr) else {
+        return false;
+    };
+    let mut v6 = [0u8; 16];
+    // SAFETY: a NUL-terminated string and a 16-byte out buffer.
+    unsafe { inet_pton(libc::AF_INET6, addr.as_ptr(), v6.as_mut_ptr().cast()) == 1 }
+}
+
+/// A service glibc's `getaddrinfo` takes as a port number (`strtoul`
+/// reads it all).
+///
+/// # Safety
+/// `service` is a NUL-terminated string.
+unsafe fn numeric_service(service: *const c_char) -> bool {
+    let mut end: *mut c_char = std::ptr::null_mut();
+    // SAFETY: a NUL-terminated string; `end` is written.
+    unsafe {
+        libc::strtoul(service, &mut end, 10);
+        *end == 0
+    }
+}
+
 hook! {
-    /// `getaddrinfo(3)`.
+    /// `getaddrinfo(3)`: a cancellation point where glibc's is
+    /// ([`gai_reads`]).
+    #[cancel_point(gai_point(node, service, hints))]
     #[gate(cooperative())]
     [dns] fn getaddrinfo(node: *const c_char, service: *const c_char, hints: *const addrinfo, res: *mut *mut addrinfo) -> c_int {
         // SAFETY: forwarded unchanged, on a worker; the caller waits.

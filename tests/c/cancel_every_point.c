@@ -13,8 +13,9 @@
  * Also here: what glibc does *not* make a point (flock, sendfile, fcntl
  * other than F_SETLKW, sched_yield, locks, sem_trywait, sem_clockwait on a
  * free semaphore, a join of an ended thread, stdio that does not reach the
- * fd), and getaddrinfo of a numeric host and service with
- * AI_NUMERICHOST|AI_NUMERICSERV (no file read: not a point).
+ * fd); getaddrinfo is one where glibc reads a file or asks the kernel
+ * (null hints, AI_ADDRCONFIG, a host or service name), not for a numeric
+ * host and service with hints (before, it was never one: offloaded).
  *
  * usage: cancel_every_point
  * stdout: one line per call: its name, then "point" or "-".
@@ -195,7 +196,12 @@ static const char *names[] = {
     "sem_timedwait_past",
     "socket_close",
     "syscall_getpid",
-    "gai_numeric"
+    "gai_numeric",
+    "gai_numeric_no_flags",
+    "gai_null_hints",
+    "gai_addrconfig",
+    "gai_host_name",
+    "gai_service_name"
 };
 
 static void call(int i)
@@ -509,6 +515,21 @@ static void call(int i)
         break;
     case 102: /* gai_numeric */
         { struct addrinfo h = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV}, *r; if (getaddrinfo("127.0.0.1", "80", &h, &r) == 0) freeaddrinfo(r); }
+        break;
+    case 103: /* gai_numeric_no_flags */
+        { struct addrinfo h = {.ai_flags = 0}, *r; if (getaddrinfo("127.0.0.1", "80", &h, &r) == 0) freeaddrinfo(r); }
+        break;
+    case 104: /* gai_null_hints: they default to AI_ADDRCONFIG */
+        { struct addrinfo *r; if (getaddrinfo("127.0.0.1", "80", NULL, &r) == 0) freeaddrinfo(r); }
+        break;
+    case 105: /* gai_addrconfig */
+        { struct addrinfo h = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_ADDRCONFIG}, *r; if (getaddrinfo("127.0.0.1", "80", &h, &r) == 0) freeaddrinfo(r); }
+        break;
+    case 106: /* gai_host_name: /etc/hosts */
+        { struct addrinfo h = {.ai_flags = AI_NUMERICSERV}, *r; if (getaddrinfo("localhost", "80", &h, &r) == 0) freeaddrinfo(r); }
+        break;
+    case 107: /* gai_service_name: /etc/services */
+        { struct addrinfo h = {.ai_flags = AI_NUMERICHOST}, *r; if (getaddrinfo("127.0.0.1", "http", &h, &r) == 0) freeaddrinfo(r); }
         break;
     }
 }
