@@ -109,13 +109,14 @@ unsafe fn remote(s: *mut sem_t) -> bool {
 /// Waits on a semaphore as a fiber. Err is an errno value.
 ///
 /// The common wait (no timeout, a post can only come from this hub) is
-/// this loop; a timed one, or one that must wait as glibc's waiter, is
-/// [`wait_slow`]'s.
+/// this loop; a timed one (`timeout` the deadline the hook made, None
+/// inside it: too far to represent), or one that must wait as glibc's
+/// waiter, is [`wait_slow`]'s.
 ///
 /// # Safety
 /// `s` is a live semaphore.
 #[inline(always)]
-unsafe fn wait(s: *mut sem_t, timeout: Option<(clockid_t, *const timespec)>) -> Result<(), c_int> {
+unsafe fn wait(s: *mut sem_t, timeout: Option<Option<hub::Deadline>>) -> Result<(), c_int> {
     // SAFETY: per the contract.
     let v = unsafe { value(s) };
     loop {
@@ -141,28 +142,15 @@ unsafe fn wait(s: *mut sem_t, timeout: Option<(clockid_t, *const timespec)>) -> 
 /// `s` is a live semaphore.
 #[cold]
 #[inline(never)]
-unsafe fn wait_slow(s: *mut sem_t, timeout: Option<(clockid_t, *const timespec)>) -> Result<(), c_int> {
+unsafe fn wait_slow(s: *mut sem_t, timeout: Option<Option<hub::Deadline>>) -> Result<(), c_int> {
     // SAFETY: per the contract.
     let (v, remote) = unsafe { (value(s), remote(s)) };
-    let mut deadline: Option<Option<hub::Deadline>> = None;
+    let d = timeout.flatten();
     loop {
         // SAFETY: per the contract; a fiber's wait runs on its hub.
         if unsafe { take(s, v) } {
             return Ok(());
         }
-        // The deadline is made only when the semaphore is not free (the
-        // hooks checked the time already, as glibc does).
-        let d = match deadline {
-            Some(d) => d,
-            None => {
-                let d = match timeout {
-                    None => None,
-                    Some((clock, ts)) => crate::deadline::absolute_bounded(clock, ts)?,
-                };
-                deadline = Some(d);
-                d
-            }
-        };
         // About to wait: glibc's futex wait is a cancellation point (for
         // `sem_clockwait`, the only one).
         crate::cancel_point();
@@ -193,6 +181,22 @@ unsafe fn wait_slow(s: *mut sem_t, timeout: Option<(clockid_t, *const timespec)>
     }
 }
 
+/// `sem_timedwait`/`sem_clockwait`: the clock and time checked first
+/// (`EINVAL` even when the semaphore is free, as glibc's), then, for
+/// `sem_timedwait` (`point`), a pending cancellation acts; the deadline
+/// made here is the wait's.
+fn timed_wait(s: *mut sem_t, clock: clockid_t, t: *const timespec, point: bool) -> c_int {
+    let d = match crate::deadline::absolute_bounded(clock, t) {
+        Ok(d) => d,
+        Err(e) => return crate::errno::fail(e),
+    };
+    if point {
+        crate::cancel_point();
+    }
+    // SAFETY: the caller's semaphore.
+    result(unsafe { wait(s, Some(d)) })
+}
+
 /// The C return of a wait: 0, or -1 with errno.
 fn result(r: Result<(), c_int>) -> c_int {
     match r {
@@ -216,23 +220,14 @@ hook! {
     /// cancellation acts.
     #[gate(cooperative())]
     [sync] fn sem_timedwait(s: *mut sem_t, t: *const timespec) -> c_int {
-        if let Err(e) = crate::deadline::absolute(libc::CLOCK_REALTIME, t) {
-            return crate::errno::fail(e);
-        }
-        crate::cancel_point();
-        // SAFETY: the caller's semaphore.
-        result(unsafe { wait(s, Some((libc::CLOCK_REALTIME, t))) })
+        timed_wait(s, libc::CLOCK_REALTIME, t, true)
     }
 
     /// `sem_clockwait`: the clock and the time are checked first; glibc
     /// makes it a cancellation point only where it waits.
     #[gate(cooperative())]
     [sync] fn sem_clockwait(s: *mut sem_t, c: clockid_t, t: *const timespec) -> c_int {
-        if let Err(e) = crate::deadline::absolute(c, t) {
-            return crate::errno::fail(e);
-        }
-        // SAFETY: the caller's semaphore.
-        result(unsafe { wait(s, Some((c, t))) })
+        timed_wait(s, c, t, false)
     }
 
     /// `sem_post`: to a fiber of this hub waiting on a private semaphore,
