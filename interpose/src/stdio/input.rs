@@ -30,13 +30,6 @@ use super::{clear_error, coop_locked, fd_of, flags, io, kind, locked, set_error,
 use crate::errno;
 use crate::hook::hook;
 
-mod next {
-    use libc::{c_int, FILE};
-    crate::real::real! {
-        fn __underflow(f: *mut FILE) -> c_int;
-    }
-}
-
 /// `_IO_IN_BACKUP`: reading from the `ungetc` backup area.
 const IN_BACKUP: c_int = 0x0100;
 
@@ -55,26 +48,38 @@ pub(super) fn buffered(f: *mut FILE) -> usize {
     }
 }
 
+/// Where `f`'s buffer is empty and glibc would read the fd: a cancellation
+/// point, as glibc's read is, then a wait until the fd is readable. False,
+/// with the stream's error flag and errno set, when the wait failed (a
+/// socket timeout, a handler without `SA_RESTART`).
+pub(super) fn await_input(f: *mut FILE) -> bool {
+    crate::cancel_point();
+    match crate::fdwait::wait_until_ready(crate::fdtable::Fd::of(fd_of(f)), Interest::Readable) {
+        Ok(()) => true,
+        Err(e) => {
+            set_error(f);
+            errno::set(e);
+            false
+        }
+    }
+}
+
 /// Makes sure `f`'s read buffer holds data: waits for the fd, then lets
 /// glibc refill the buffer with one read. Returns false at end of file or
-/// on an error (glibc's flags and errno say which).
+/// on an error (glibc's flags and errno say which). A call that finds its
+/// data buffered passes no cancellation point, as in glibc.
 fn fill(f: *mut FILE) -> bool {
     loop {
         if buffered(f) > 0 {
             return true;
         }
-        // glibc reads the fd only now, where its cancellation point is: a
-        // call that finds its data buffered does not act.
-        crate::cancel_point();
-        if let Err(e) = crate::fdwait::wait_until_ready(crate::fdtable::Fd::of(fd_of(f)), Interest::Readable) {
-            set_error(f);
-            errno::set(e);
+        if !await_input(f) {
             return false;
         }
         let had_error = flags(f) & ERR_SEEN != 0;
         // SAFETY: a live FILE; the fd is readable, so the one read this
         // makes does not block.
-        if unsafe { next::__underflow(f) } != libc::EOF {
+        if unsafe { __underflow::real(f) } != libc::EOF {
             return true;
         }
         let e = errno::get();

@@ -219,6 +219,17 @@ fn flags(f: *mut FILE) -> c_int {
     unsafe { (*io(f)).flags }
 }
 
+/// `_IO_UNBUFFERED`.
+const UNBUFFERED: c_int = 0x0002;
+/// `_IO_LINE_BUF`.
+const LINE_BUF: c_int = 0x0200;
+
+/// Whether `f` is fully buffered: output that fits in its buffer is not
+/// written yet.
+fn fully_buffered(f: *mut FILE) -> bool {
+    flags(f) & (UNBUFFERED | LINE_BUF) == 0
+}
+
 fn set_error(f: *mut FILE) {
     // SAFETY: a live glibc FILE; setting the error flag is what glibc does
     // on a failed read or write.

@@ -15,7 +15,7 @@
 use hub::Interest;
 use libc::{c_char, c_int, c_void, size_t, FILE};
 
-use super::{coop_acquired, coop_locked, fd_of, io, kind, locked, set_error, stdout, Kind};
+use super::{coop_acquired, coop_locked, fd_of, fully_buffered, io, kind, locked, set_error, stdout, Kind};
 use crate::errno;
 use crate::fdtable;
 use crate::hook::hook;
@@ -27,11 +27,6 @@ mod next {
     }
 }
 
-/// `_IO_UNBUFFERED`.
-const UNBUFFERED: c_int = 0x0002;
-/// `_IO_LINE_BUF`.
-const LINE_BUF: c_int = 0x0200;
-
 /// Before output of `len` bytes (None: unknown) to `f`: if it may reach a
 /// pipe/socket that is not writable now, waits on the hub. Returns the
 /// stream's kind, or the errno of a failed wait.
@@ -42,7 +37,7 @@ fn before_output(f: *mut FILE, len: Option<usize>) -> Result<Kind, c_int> {
     }
     // SAFETY: a live glibc FILE.
     let p = unsafe { &*io(f) };
-    let fully_buffered = p.flags & (UNBUFFERED | LINE_BUF) == 0;
+    let fully_buffered = fully_buffered(f);
     let room = (p.write_end as usize).saturating_sub(p.write_ptr as usize);
     if fully_buffered && !p.write_ptr.is_null() && len.is_some_and(|l| l < room) {
         return Ok(k); // lands in the buffer: no write

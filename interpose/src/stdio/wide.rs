@@ -15,25 +15,22 @@
 //! than a pipe's free room may still wait there for the rest (as formatted
 //! output may).
 
-use hub::Interest;
 use libc::{c_int, wchar_t, FILE};
+
+use super::input::{await_input, buffered};
+use super::output::emit;
+use super::{
+    clear_error, coop_locked, flags, fully_buffered, io, kind, locked, set_error, stdin, stdout, Kind, ERR_SEEN,
+};
+use crate::errno;
+use crate::hook::hook;
 
 /// C's `wint_t` (`unsigned int` on glibc's Linux targets).
 #[allow(non_camel_case_types)]
 type wint_t = libc::c_uint;
 
-use super::input::buffered;
-use super::output::emit;
-use super::{clear_error, coop_locked, fd_of, flags, io, kind, locked, set_error, stdin, stdout, Kind, ERR_SEEN};
-use crate::errno;
-use crate::hook::hook;
-
 /// glibc's `WEOF`.
 const WEOF: wint_t = 0xffff_ffff;
-/// `_IO_UNBUFFERED`.
-const UNBUFFERED: c_int = 0x0002;
-/// `_IO_LINE_BUF`.
-const LINE_BUF: c_int = 0x0200;
 /// The longest piece of an `fputws` handed to glibc at once: at most
 /// `PIPE_BUF` bytes in any encoding glibc writes (four bytes a character
 /// at most in UTF-8).
@@ -75,19 +72,7 @@ fn wide_buffered(f: *mut FILE) -> usize {
 /// False, with the stream's error flag and errno set, when the wait
 /// failed (a socket timeout, a signal without `SA_RESTART`).
 fn wait_input(f: *mut FILE) -> bool {
-    if wide_buffered(f) > 0 || buffered(f) > 0 {
-        return true;
-    }
-    // glibc reads the fd now: its cancellation point.
-    crate::cancel_point();
-    match crate::fdwait::wait_until_ready(crate::fdtable::Fd::of(fd_of(f)), Interest::Readable) {
-        Ok(()) => true,
-        Err(e) => {
-            set_error(f);
-            errno::set(e);
-            false
-        }
-    }
+    wide_buffered(f) > 0 || buffered(f) > 0 || await_input(f)
 }
 
 /// A wide character read: waits for input, then the real call; `lock`
@@ -103,7 +88,7 @@ fn getwc_with(f: *mut FILE, lock: bool, op: impl FnOnce() -> wint_t) -> wint_t {
 /// Whether `n` wide characters land in `f`'s wide buffer without a write:
 /// a fully buffered stream with that much room.
 fn fits(f: *mut FILE, n: usize) -> bool {
-    if flags(f) & (UNBUFFERED | LINE_BUF) != 0 {
+    if !fully_buffered(f) {
         return false;
     }
     wide(f).is_some_and(|w| {
