@@ -258,17 +258,19 @@ hook! {
             return unsafe { closefrom::real(low) };
         }
         forget_range(low as c_uint, c_uint::MAX);
+        // The program's fds up to our last one, around ours; then glibc's
+        // own `closefrom` for the rest (with its fallback for old kernels).
         let own = hub::reactor::own_in(low as c_uint, c_uint::MAX);
-        let mut from = low as c_uint;
-        for fd in own {
-            if (fd as c_uint) > from {
-                // SAFETY: the program's fds below ours.
-                unsafe { close_range::real(from, fd as c_uint - 1, 0) };
+        let rest = match own.last() {
+            Some(&last) => {
+                // SAFETY: the program's fds, below and between ours.
+                close_pieces(low as c_uint, last as c_uint, 0, &own, |a, b, f| unsafe { close_range::real(a, b, f) });
+                last + 1
             }
-            from = fd as c_uint + 1;
-        }
+            None => low,
+        };
         // SAFETY: the rest, as the caller asked.
-        unsafe { closefrom::real(from as c_int) }
+        unsafe { closefrom::real(rest) }
     }
 
     /// `posix_spawn_file_actions_adddup2(3)`: a managed fd that a spawned
@@ -838,9 +840,21 @@ fn around_own(first: c_uint, last: c_uint, flags: c_int, call: impl Fn(c_uint, c
     if own.is_empty() {
         return call(first, last, flags);
     }
+    close_pieces(first, last, flags, &own, call)
+}
+
+/// `[first, last]` closed by `call` in the pieces between `own` (the hub's
+/// fds in that range, in order): the first failing piece's answer, else 0.
+fn close_pieces(
+    first: c_uint,
+    last: c_uint,
+    flags: c_int,
+    own: &[c_int],
+    call: impl Fn(c_uint, c_uint, c_int) -> c_int,
+) -> c_int {
     // The next fd to close; ours are below 65,536, so `fd + 1` fits.
     let mut from = first;
-    for fd in own {
+    for &fd in own {
         let fd = fd as c_uint;
         if fd > from {
             let r = call(from, fd - 1, flags);

@@ -139,9 +139,6 @@ hook! {
             Path::Polled(fd) => return polled(fd, Interest::Writable, op),
             Path::Managed(fd) => fd,
         };
-        // SAFETY: the array is read only after the kernel accepted it on
-        // the first call (see `all`).
-        let total = || unsafe { iov_total(iov, cnt) };
         let nowait = fd.nowait();
         // SAFETY: the caller's iovecs, or the rest of them.
         let write = move |iov: *const iovec, cnt: c_int| unsafe {
@@ -151,14 +148,8 @@ hook! {
                 writev::real(fd.raw(), iov, cnt)
             }
         };
-        all(fd, total, |done| {
-            if done == 0 {
-                return write(iov, cnt);
-            }
-            // SAFETY: the array was accepted by the kernel, so it is valid.
-            let rest = unsafe { advance(iov, cnt, done) };
-            write(rest.as_ptr(), rest.len() as c_int)
-        })
+        // SAFETY: the caller's iovecs.
+        unsafe { writev_all(fd, iov, cnt, write) }
     }
 
     /// `preadv2(2)`: see [`read_with_flags`].
@@ -683,12 +674,24 @@ unsafe fn write_with_flags(
         Path::Polled(fd) => return polled(fd, Interest::Writable, op),
         Path::Managed(fd) => fd,
     };
-    // SAFETY: the array is read only after the kernel accepted it on the
-    // first call (see `all`).
-    let total = || unsafe { iov_total(iov, cnt) };
     let more = if fd.nowait() { libc::RWF_NOWAIT } else { 0 };
     // SAFETY: the caller's iovecs, or the rest of them.
     let write = move |iov: *const iovec, cnt: c_int| unsafe { real(fd.raw(), iov, cnt, -1, flags | more) };
+    // SAFETY: the caller's iovecs.
+    unsafe { writev_all(fd, iov, cnt, write) }
+}
+
+/// A vectored write to a managed fd continued until every byte is through
+/// (see [`all`]): `write(iov, cnt)` writes an array, the caller's first and
+/// then what is left of it. `writev`, `pwritev2`.
+///
+/// # Safety
+/// `iov` points at `cnt` iovecs (the kernel checks them on the first
+/// write, before anything here reads them).
+unsafe fn writev_all(fd: Fd, iov: *const iovec, cnt: c_int, write: impl Fn(*const iovec, c_int) -> ssize_t) -> ssize_t {
+    // SAFETY: the array is read only after the kernel accepted it on the
+    // first call (see `all`).
+    let total = || unsafe { iov_total(iov, cnt) };
     all(fd, total, |done| {
         if done == 0 {
             return write(iov, cnt);
