@@ -109,10 +109,6 @@ impl Drop for StaticLock {
     }
 }
 
-// Every lookup goes unchanged to the real function on the pool: the
-// caller's pointers (names, hints, result and h_errno pointers, buffers)
-// stay valid because `hub::offload` does not return before the call has
-// finished.
 /// Whether glibc's `getaddrinfo` reads a file or asks the kernel for this
 /// lookup, where its internal calls are cancellation points (measured with
 /// a cancellation pending): with null hints (they default to
@@ -187,6 +183,10 @@ unsafe fn numeric_service(service: *const c_char) -> bool {
     }
 }
 
+// Every lookup goes unchanged to the real function on the pool: the
+// caller's pointers (names, hints, result and h_errno pointers, buffers)
+// stay valid because `hub::offload` does not return before the call has
+// finished.
 hook! {
     /// `getaddrinfo(3)`: a cancellation point where glibc's is
     /// ([`gai_reads`]).

@@ -41,8 +41,10 @@ fn note_aio(cb: *const aiocb) {
     }
 }
 
-/// [`note`] for each request of a list, and the list's own sigevent.
-fn note_list(list: *const *mut aiocb, n: c_int, ev: *const sigevent) {
+/// [`note_aio`] for each request of a list, and [`note`] for the list's
+/// own sigevent (`lio_listio`, `lio_listio64`: see `blocking`, which waits
+/// for a `LIO_WAIT` list on the pool).
+pub(crate) fn note_lio(list: *const *mut aiocb, n: c_int, ev: *const sigevent) {
     note(ev);
     if list.is_null() || n <= 0 {
         return;
@@ -109,10 +111,4 @@ hook! {
         // SAFETY: forwarded unchanged.
         unsafe { getaddrinfo_a::real(mode, list, n, ev) }
     }
-}
-
-/// `lio_listio` and `lio_listio64` (see `blocking`, which waits for a
-/// `LIO_WAIT` list on the pool): notes the notifications they ask for.
-pub(crate) fn note_lio(list: *const *mut aiocb, n: c_int, ev: *const sigevent) {
-    note_list(list, n, ev);
 }

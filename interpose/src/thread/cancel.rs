@@ -118,9 +118,7 @@ impl NotAPoint {
             (r, was)
         }))
     }
-}
 
-impl NotAPoint {
     /// Lifts the calling fiber's mark while the program's own code runs
     /// from inside such a call (a signal handler run in `sendfile`'s
     /// wait, through `hook::program`): the points that code passes are the

@@ -168,7 +168,6 @@ fn unregister(h: usize, fate: Gone) {
     drop(rec);
 }
 
-/// The record of the calling fiber, if it is one of our pthreads.
 /// Notes in the calling pthread fiber's cleanup chain that it holds the
 /// lock of the stdio stream at `f` (a hook's hold, around a wait): an
 /// exit or cancellation meanwhile lets it go, as glibc's stdio does in a
@@ -194,6 +193,7 @@ impl StreamHold {
     }
 }
 
+/// The record of the calling fiber, if it is one of our pthreads.
 fn current_record() -> Option<Rc<Record>> {
     if !hub::in_fiber() {
         return None;
