@@ -65,3 +65,27 @@ fn many_sleepers_overlap() {
     // 10,000 × 10 ms serially would be 100 s.
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
 }
+
+/// A sleep shorter than a millisecond takes about what it asks, as the
+/// kernel's would (its timer slack is ~50 µs), not a whole millisecond:
+/// the hub waits in `epoll_pwait2`, which takes a `timespec`. It waited in
+/// `epoll_pwait`, in whole milliseconds rounded up, so each of these took
+/// over 1 ms while no other fiber could run.
+#[test]
+fn sleeps_shorter_than_a_millisecond_keep_their_length() {
+    let h = greenhook::spawn(|| {
+        let mut took: Vec<Duration> = (0..200)
+            .map(|_| {
+                let t0 = Instant::now();
+                greenhook::sleep(Duration::from_micros(20));
+                t0.elapsed()
+            })
+            .collect();
+        took.sort();
+        took
+    });
+    let took = h.join().unwrap();
+    assert!(took[0] >= Duration::from_micros(20), "early: {:?}", took[0]);
+    // The median, against noise; generous (natively ~70-100 µs here).
+    assert!(took[100] < Duration::from_micros(500), "median {:?}", took[100]);
+}

@@ -133,7 +133,12 @@ impl Reactor {
         let mut buf = self.buf.borrow_mut();
         buf.clear();
         let cap = buf.capacity();
-        match epoll::wait(&self.epfd, rustix::buffer::spare_capacity(&mut *buf), ts.as_ref()) {
+        let waited = match ts.as_ref().filter(|t| t.tv_nsec % 1_000_000 != 0) {
+            Some(t) => fine::wait(self.epfd.as_fd(), &mut buf, t),
+            None => None,
+        };
+        match waited.unwrap_or_else(|| epoll::wait(&self.epfd, rustix::buffer::spare_capacity(&mut *buf), ts.as_ref()))
+        {
             Ok(_) => {}
             Err(rustix::io::Errno::INTR) => return Ok(()),
             Err(e) => return Err(e.into()),
@@ -161,5 +166,115 @@ impl Reactor {
             buf.reserve(cap);
         }
         Ok(())
+    }
+}
+
+/// Timeouts finer than a millisecond: `epoll_pwait2` (Linux 5.11), which
+/// takes a `timespec`. rustix calls it only when built for 5.11 and later
+/// (where it needs nothing else); otherwise `epoll_pwait` takes whole
+/// milliseconds and rounds up, so a program's 20 µs `nanosleep`, its
+/// sub-millisecond timed waits, took 1 ms whenever no other fiber could
+/// run meanwhile (natively: the time asked plus the timer slack, ~50 µs).
+/// Tried when a timeout has a part finer than a millisecond; a kernel
+/// without the call (`ENOSYS`), or a seccomp filter that refuses it
+/// (`EPERM`), turns it off for good and the millisecond wait goes on.
+mod fine {
+    use std::os::fd::{AsRawFd, BorrowedFd};
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+    use rustix::event::epoll::Event;
+    use rustix::event::Timespec;
+
+    static MISSING: AtomicBool = AtomicBool::new(false);
+
+    /// Waits on `epfd` until `timeout` for as many events as `buf` has
+    /// room for, appended to it; `None` where the call is missing (the
+    /// caller waits the millisecond way).
+    pub(super) fn wait(
+        epfd: BorrowedFd<'_>,
+        buf: &mut Vec<Event>,
+        timeout: &Timespec,
+    ) -> Option<rustix::io::Result<usize>> {
+        if MISSING.load(Relaxed) {
+            return None;
+        }
+        let room = buf.capacity() - buf.len();
+        // SAFETY: the kernel writes at most `room` events into the spare
+        // capacity of `buf` (`Event` is the kernel's `epoll_event`) and
+        // reads the timespec; no signal mask is passed.
+        let r = unsafe { pwait2(epfd.as_raw_fd(), buf.as_mut_ptr().add(buf.len()), room, timeout) };
+        match r {
+            n if n >= 0 => {
+                // SAFETY: the kernel initialised `n` ≤ `room` events there.
+                unsafe { buf.set_len(buf.len() + n as usize) };
+                Some(Ok(n as usize))
+            }
+            e if e == -(libc::ENOSYS as isize) || e == -(libc::EPERM as isize) => {
+                MISSING.store(true, Relaxed);
+                None
+            }
+            e => Some(Err(rustix::io::Errno::from_raw_os_error(-e as i32))),
+        }
+    }
+
+    /// The system call itself, by its instruction: libc's `syscall` is a
+    /// hook of the layer above under the preload, and glibc's own wrapper
+    /// is only in 2.35 and later.
+    ///
+    /// # Safety
+    /// `events` has room for `max` events; `timeout` is valid.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn pwait2(epfd: i32, events: *mut Event, max: usize, timeout: &Timespec) -> isize {
+        let r: isize;
+        // SAFETY: per the contract; the instruction clobbers rcx and r11.
+        unsafe {
+            std::arch::asm!(
+                "syscall",
+                inlateout("rax") libc::SYS_epoll_pwait2 as isize => r,
+                in("rdi") epfd as isize,
+                in("rsi") events,
+                in("rdx") max.min(i32::MAX as usize),
+                in("r10") timeout as *const Timespec,
+                in("r8") 0usize,
+                in("r9") 0usize,
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack),
+            )
+        };
+        r
+    }
+
+    /// See the x86-64 one.
+    ///
+    /// # Safety
+    /// `events` has room for `max` events; `timeout` is valid.
+    #[cfg(target_arch = "aarch64")]
+    unsafe fn pwait2(epfd: i32, events: *mut Event, max: usize, timeout: &Timespec) -> isize {
+        let r: isize;
+        // SAFETY: per the contract.
+        unsafe {
+            std::arch::asm!(
+                "svc 0",
+                in("x8") libc::SYS_epoll_pwait2 as isize,
+                inlateout("x0") epfd as isize => r,
+                in("x1") events,
+                in("x2") max.min(i32::MAX as usize),
+                in("x3") timeout as *const Timespec,
+                in("x4") 0usize,
+                in("x5") 0usize,
+                options(nostack),
+            )
+        };
+        r
+    }
+
+    /// Elsewhere: missing (the millisecond wait).
+    ///
+    /// # Safety
+    /// None needed.
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    unsafe fn pwait2(_: i32, _: *mut Event, _: usize, _: &Timespec) -> isize {
+        -(libc::ENOSYS as isize)
     }
 }
