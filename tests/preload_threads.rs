@@ -5,7 +5,7 @@
 //! stay OS threads (OpenMP's).
 mod util;
 
-use util::{compile, compile_shared, differential, named_time_ms, run};
+use util::{compile, compile_shared, differential, differential_env, named_time_ms, run};
 
 /// Every function taking a `pthread_t`, on a live thread, one that
 /// returned unjoined, one joined (a second join used to segfault), one
@@ -219,10 +219,35 @@ fn fifo_threads_run_highest_priority_first() {
 /// time slices (this small copy did not reproduce that hang). A thread
 /// looping on `pthread_atfork` alone lets main's sleep end too (the
 /// suite's `pthread_atfork` 3-3, which hung while it was not hooked).
+///
+/// The pollers' `lock` and `unlock` are the uncontended fast paths, which
+/// end no slice by themselves: the unlock's counts. With TLS shared, where
+/// no signal preempts code that calls nothing, the count alone must do.
 #[test]
 fn busy_threads_leave_room_for_the_others() {
-    for mode in ["poll", "spin", "relock", "signalled", "atfork"] {
+    for mode in ["poll", "rwpoll", "spin", "relock", "signalled", "atfork"] {
         differential("busy_threads", &[mode]);
+    }
+    for mode in ["poll", "rwpoll"] {
+        differential_env("busy_threads", &[mode], &[("GREENHOOK_TLS", "shared")]);
+    }
+}
+
+/// The uncontended lock and unlock paths answer before a hook's entry,
+/// and a signal may arrive anywhere in them: a handler that sleeps there
+/// lets the other threads run in the middle of the call. Counts, writes
+/// and readers all come out right, and nobody's wake-up is lost (a hang),
+/// with TLS per thread and shared. A lost wake-up shows as the deadlock
+/// report (the next signal's handler, run by the waiters, then lets them
+/// look again): without the unlock's shield, a third to a half of these
+/// runs printed one.
+#[test]
+fn lock_fast_paths_survive_handlers_that_wait() {
+    for _ in 0..5 {
+        for env in [&[][..], &[("GREENHOOK_TLS", "shared")][..]] {
+            let (_, patched) = differential_env("lock_fast_signals", &[], env);
+            assert!(!patched.stderr.contains("deadlock"), "{}", patched.describe());
+        }
     }
 }
 

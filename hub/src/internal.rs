@@ -20,7 +20,64 @@ use crate::with_local;
 /// Whether the caller is greenhook machinery (hooks must pass through).
 #[inline]
 pub fn is_internal() -> bool {
-    with_local(|l| l.depth.get()) != 0
+    with_local(|l| l.depth.get()) >= crate::MACHINERY
+}
+
+pub use crate::task::lean_owner_id;
+
+/// Allows the lock hooks' fast paths (see the interposer's `hook!`) on
+/// the OS thread that runs fibers: the layer above emulates pthread
+/// objects there and counts no calls. Once, before `main`.
+pub fn allow_lean() {
+    crate::LEAN_ALLOWED.store(true, std::sync::atomic::Ordering::Relaxed);
+    if crate::is_fiber_thread() {
+        with_local(|l| l.mark_fiber_thread());
+    }
+}
+
+/// For the fast paths of lock hooks: they are allowed ([`allow_lean`]),
+/// and the caller is on the OS thread that runs fibers, already known as
+/// such, and is not greenhook machinery. One compare.
+#[inline(always)]
+pub fn lean_here() -> bool {
+    crate::local_field::depth() == crate::LEAN
+}
+
+/// For the fast paths of lock hooks whose stores a signal handler must
+/// not come between: when [`lean_here`], marks the thread as machinery (a
+/// signal that arrives is held, as inside a hook, see [`in_greenhook`])
+/// until the returned [`Shield`] is lifted; `None` otherwise. The mark is
+/// this thread-local's alone: no look at the running task, so the fast
+/// path's loads do not wait on one another.
+#[inline(always)]
+pub fn shield() -> Option<Shield> {
+    if crate::local_field::depth() != crate::LEAN {
+        return None;
+    }
+    crate::local_field::set_depth(crate::LEAN + crate::MACHINERY);
+    // The mark before the fast path's own loads and stores, as a handler
+    // on this thread sees them (a compiler barrier only).
+    std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+    Some(Shield(()))
+}
+
+/// See [`shield`].
+#[derive(Debug)]
+#[must_use]
+pub struct Shield(());
+
+impl Shield {
+    /// Lifts the mark.
+    ///
+    /// # Safety
+    /// In the context that made it, which has not switched since (a fast
+    /// path does not).
+    #[inline(always)]
+    pub unsafe fn lift(self) {
+        // After the fast path's loads and stores (see `shield`).
+        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+        crate::local_field::set_depth(crate::LEAN);
+    }
 }
 
 /// While alive, the thread counts as greenhook machinery.
@@ -29,7 +86,7 @@ pub struct Guard(());
 impl Guard {
     /// Enters internal mode (nests).
     pub fn new() -> Guard {
-        with_local(|l| l.depth.set(l.depth.get() + 1));
+        with_local(|l| l.depth.set(l.depth.get() + crate::MACHINERY));
         Guard(())
     }
 }
@@ -42,7 +99,7 @@ impl Default for Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        with_local(|l| l.depth.set(l.depth.get() - 1));
+        with_local(|l| l.depth.set(l.depth.get() - crate::MACHINERY));
     }
 }
 
@@ -171,7 +228,7 @@ pub fn set_hook_depth(d: u32) {
 /// hub's loop. Reads thread-local cells only, so a signal handler may ask.
 #[inline]
 pub fn in_greenhook() -> bool {
-    with_local(|l| hooks(l).get() != 0 || l.depth.get() != 0) || crate::in_loop()
+    with_local(|l| hooks(l).get() != 0 || l.depth.get() >= crate::MACHINERY) || crate::in_loop()
 }
 
 /// Makes this thread's hub notice at once, if it is waiting in its poller,

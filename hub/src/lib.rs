@@ -182,19 +182,33 @@ pub(crate) struct Local {
     pub(crate) hub: Cell<*const Hub>,
     /// The task running now on this thread; null in the root context.
     pub(crate) current: Cell<*const Task>,
-    /// How deep the thread is in greenhook's own machinery ([`internal`]).
+    /// How deep the thread is in greenhook's own machinery ([`internal`]),
+    /// in steps of [`MACHINERY`], plus [`LEAN`] where the lock hooks' fast
+    /// paths may run: so their whole check is one compare with `LEAN`.
     pub(crate) depth: Cell<u32>,
     /// How deep the root context is in the layer above's hooks
     /// ([`internal::enter_hook`]); a fiber's count is in its task.
     pub(crate) root_hooks: Cell<u32>,
     /// The thread's kernel id, asked once (0 until then).
     pub(crate) tid: Cell<i32>,
+    /// The running context's lock owner id ([`owner_id`]), kept with
+    /// `current` (0 in the root until its `tid` is known): one load for the
+    /// lock hooks' fast paths, with no look at the running task.
+    pub(crate) owner: Cell<i32>,
     /// Whether this OS thread runs fibers (see [`is_fiber_thread`]): 0 not
     /// asked yet, 1 yes, 2 no.
     pub(crate) fiber_thread: Cell<u8>,
     /// The OS thread's [`PerThread`] slots, null until first used.
     pub(crate) block: Cell<*const per_thread::Block>,
 }
+
+/// [`Local::depth`]'s low bit: this is the OS thread that runs fibers and
+/// the layer above allowed fast paths ([`internal::allow_lean`]).
+pub(crate) const LEAN: u32 = 1;
+/// One level of machinery in [`Local::depth`].
+pub(crate) const MACHINERY: u32 = 2;
+/// Set once by [`internal::allow_lean`].
+pub(crate) static LEAN_ALLOWED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// The thread's `LOCAL` on x86-64 Linux: a symbol of ours in the
 /// thread-local `.tbss` section, all zero in every new block (an all-zero
@@ -248,6 +262,78 @@ mod local_tls {
     }
 }
 
+/// Single fields of the running context's `LOCAL`, for the lock hooks'
+/// fast paths (see [`internal::shield`]): on x86-64 Linux each is one load
+/// or store relative to the thread pointer (the GOT entry's offset is a
+/// constant the CPU loads ahead), not the thread pointer read first and
+/// the field after it; between two locked instructions, which wait for
+/// every older one, that is one load fewer in a row.
+pub(crate) mod local_field {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    macro_rules! field {
+        ($get:ident, $set:ident, $field:ident, $ty:ty) => {
+            /// Reads the field.
+            #[inline(always)]
+            #[allow(dead_code)]
+            pub(crate) fn $get() -> $ty {
+                let v: $ty;
+                // SAFETY: reads the running context's own `LOCAL` (see
+                // `local_tls`) at the field's offset; writes nothing.
+                unsafe {
+                    std::arch::asm!(
+                        "mov {g}, qword ptr [rip + greenhook_hub_local@GOTTPOFF]",
+                        "mov {v:e}, dword ptr fs:[{g} + {off}]",
+                        g = out(reg) _,
+                        v = out(reg) v,
+                        off = const std::mem::offset_of!(super::Local, $field),
+                        options(nostack, readonly, preserves_flags),
+                    )
+                };
+                v
+            }
+
+            /// Writes the field.
+            #[inline(always)]
+            #[allow(dead_code)]
+            pub(crate) fn $set(v: $ty) {
+                // SAFETY: writes the running context's own `LOCAL` (see
+                // `local_tls`) at the field's offset, a `Cell` no
+                // reference into is held across this.
+                unsafe {
+                    std::arch::asm!(
+                        "mov {g}, qword ptr [rip + greenhook_hub_local@GOTTPOFF]",
+                        "mov dword ptr fs:[{g} + {off}], {v:e}",
+                        g = out(reg) _,
+                        v = in(reg) v,
+                        off = const std::mem::offset_of!(super::Local, $field),
+                        options(nostack, preserves_flags),
+                    )
+                };
+            }
+        };
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    macro_rules! field {
+        ($get:ident, $set:ident, $field:ident, $ty:ty) => {
+            /// Reads the field.
+            #[inline(always)]
+            #[allow(dead_code)]
+            pub(crate) fn $get() -> $ty {
+                super::with_local(|l| l.$field.get())
+            }
+
+            /// Writes the field.
+            #[inline(always)]
+            #[allow(dead_code)]
+            pub(crate) fn $set(v: $ty) {
+                super::with_local(|l| l.$field.set(v))
+            }
+        };
+    }
+    field!(depth, set_depth, depth, u32);
+    field!(owner, set_owner, owner, i32);
+}
+
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 thread_local! {
     static LOCAL: Local = const { Local::ZERO };
@@ -263,6 +349,7 @@ impl Local {
         depth: Cell::new(0),
         root_hooks: Cell::new(0),
         tid: Cell::new(0),
+        owner: Cell::new(0),
         fiber_thread: Cell::new(0),
         block: Cell::new(std::ptr::null()),
     };
@@ -298,7 +385,7 @@ impl Hub {
     pub(crate) fn set_current(&self, t: *const Task) {
         // SAFETY: the root's LOCAL lives as long as its thread, which is
         // the only one using this hub.
-        unsafe { (*self.root_local).current.set(t) }
+        unsafe { (*self.root_local).set_current(t) }
     }
 
     /// The root's `LOCAL` (see [`Hub::root_local`]).
@@ -309,6 +396,19 @@ impl Hub {
 }
 
 impl Local {
+    /// Makes `t` (null: the root) the running task, and its owner id the
+    /// running one.
+    #[inline(always)]
+    pub(crate) fn set_current(&self, t: *const Task) {
+        self.current.set(t);
+        self.owner.set(if t.is_null() {
+            -self.tid.get()
+        } else {
+            // SAFETY: `t` is a live task, about to run (or running).
+            unsafe { (*t).owner }
+        });
+    }
+
     /// Makes the calling fiber's own `LOCAL` (in its own TLS block) say
     /// what the thread's says: the hub, the thread's id and per-thread
     /// block, that this thread runs fibers, and that the running task, the
@@ -320,11 +420,20 @@ impl Local {
             return;
         }
         self.hub.set(hub);
-        self.current.set(root.current.get());
-        self.depth.set(0);
+        self.set_current(root.current.get());
+        self.depth.set(root.depth.get() & LEAN);
         self.tid.set(root.tid.get());
         self.fiber_thread.set(1);
         self.block.set(root.block.get());
+    }
+
+    /// Marks this OS thread as the one that runs fibers (see
+    /// [`is_fiber_thread`]), and as [`LEAN`] if that is allowed.
+    pub(crate) fn mark_fiber_thread(&self) {
+        self.fiber_thread.set(1);
+        if LEAN_ALLOWED.load(std::sync::atomic::Ordering::Relaxed) {
+            self.depth.set(self.depth.get() | LEAN);
+        }
     }
 
     /// Seeds the `LOCAL` of `task`'s fiber, made with TLS of its own and not
@@ -350,9 +459,11 @@ impl Local {
             at.write(Local {
                 hub: Cell::new(hub),
                 current: Cell::new(task),
-                depth: Cell::new(0),
+                depth: Cell::new(root.depth.get() & LEAN),
                 root_hooks: Cell::new(0),
                 tid: Cell::new(root.tid.get()),
+                // (`task` is the live task of this fiber.)
+                owner: Cell::new((*task).owner),
                 fiber_thread: Cell::new(1),
                 block: Cell::new(root.block.get()),
             })
@@ -488,7 +599,11 @@ pub fn is_fiber_thread() -> bool {
 #[cold]
 fn first_fiber_thread_check(l: &Local) -> bool {
     let main = rustix::thread::gettid() == rustix::process::getpid();
-    l.fiber_thread.set(if main { 1 } else { 2 });
+    if main {
+        l.mark_fiber_thread();
+    } else {
+        l.fiber_thread.set(2);
+    }
     main
 }
 

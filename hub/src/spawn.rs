@@ -41,7 +41,7 @@ pub fn spawn(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
 
 fn spawn_task(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
     let hub = Hub::get();
-    crate::with_local(|l| l.fiber_thread.set(1));
+    crate::with_local(|l| l.mark_fiber_thread());
     hub.remote.register_fiber_hub();
     let body = move |_: fiber::Suspender<'_>| {
         // First of all: a fiber with TLS of its own starts with an empty

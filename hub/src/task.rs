@@ -81,7 +81,7 @@ pub struct Task {
     /// pthread handle here).
     user: Cell<usize>,
     /// The fiber's id as [`owner_id`] gives it (0 for the root).
-    owner: i32,
+    pub(crate) owner: i32,
     /// CPU time charged to this fiber, in nanoseconds ([`cputime`](crate::cputime)).
     pub(crate) cpu: Cell<u64>,
     /// How deep this fiber is in the layer above's hooks
@@ -479,7 +479,7 @@ pub fn owner_id() -> i32 {
             if tid != 0 {
                 -tid
             } else {
-                -root_tid(&l.tid)
+                -root_tid(l)
             }
         } else {
             // SAFETY: the current-task pointer points at the running task,
@@ -489,10 +489,25 @@ pub fn owner_id() -> i32 {
     })
 }
 
+/// For the fast paths of lock hooks (see the interposer's `hook!`): the
+/// running context's lock owner id ([`owner_id`]) when
+/// [`crate::internal::lean_here`] and the id needs no system call; else 0,
+/// which no owner id is (the full hook then does the first looks).
+#[inline(always)]
+pub fn lean_owner_id() -> i32 {
+    if crate::local_field::depth() != crate::LEAN {
+        return 0;
+    }
+    crate::local_field::owner()
+}
+
 #[cold]
-fn root_tid(cache: &std::cell::Cell<i32>) -> i32 {
+fn root_tid(l: &crate::Local) -> i32 {
     let tid = rustix::thread::gettid().as_raw_nonzero().get();
-    cache.set(tid);
+    l.tid.set(tid);
+    if l.current.get().is_null() {
+        l.owner.set(-tid);
+    }
     tid
 }
 

@@ -243,6 +243,52 @@ pub(crate) fn program<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Runs the fast path `f` (see [`hook!`]'s `#[fast_path]`) shielded from
+/// signal handlers (`hub::internal::shield`: one arriving meanwhile is
+/// held, as inside a hook), so that none comes between its loads and
+/// stores, then leaves as a hook does: held signals run and the time slice
+/// is counted. `None` when the caller is not the program's code on the
+/// fibers' thread (the full hook then answers).
+#[inline(always)]
+pub(crate) fn lean<R>(f: impl FnOnce() -> Option<R>) -> Option<R> {
+    let shield = hub::internal::shield()?;
+    let r = f();
+    // SAFETY: made just above in this context, which `f` does not leave.
+    unsafe { shield.lift() };
+    #[cfg(greenhook_linux_hooks)]
+    {
+        let look = crate::preempt::count_return();
+        if look || crate::signal::work_pending() {
+            return lean_exit(r, look);
+        }
+    }
+    r
+}
+
+/// [`lean`]'s way out when a signal or the clock needs a look: out of
+/// line, so that the fast path keeps nothing for it. Only back in the
+/// program's code: called from inside a hook, that hook's own way out
+/// does this.
+#[cfg(greenhook_linux_hooks)]
+#[cold]
+#[inline(never)]
+fn lean_exit<R>(r: R, look: bool) -> R {
+    if hub::internal::hook_depth() == 0 {
+        crate::signal::run_pending();
+        if look {
+            crate::preempt::look_now();
+        }
+    }
+    r
+}
+
+/// Whether hook calls are being counted (`GREENHOOK_STATS`): a fast path
+/// (see [`hook!`]) counts nothing, so it gives way to the full hook then.
+#[inline(always)]
+pub(crate) fn counting() -> bool {
+    COUNTING.load(Ordering::Relaxed)
+}
+
 #[cold]
 fn count(family: Family) {
     COUNTS[family as usize].fetch_add(1, Ordering::Relaxed);
@@ -266,6 +312,13 @@ pub(crate) fn abort_in(name: &'static str) -> ! {
 /// arguments go to the real function unchanged and the body does not run.
 /// In the body, `<name>::real(..)` is the next definition.
 ///
+/// `#[fast_path(f)]` tries `f(args) -> Option<R>` first of all, before
+/// the hook's entry (and before a cancellation point's check: not for
+/// those): an answer is the hook's, with no depth raised and nothing
+/// counted, so `f` may only do what needs neither (see [`lean`]); `None`
+/// runs the rest of the hook, made out of line so that the fast path keeps
+/// no registers for it.
+///
 /// `#[return_by_jump(stub)]`, after the gate, exports the hook through a
 /// stub of that name that goes back to the caller by jump when its context
 /// switched meanwhile (see [`Jumped`]; x86-64 Linux, not the table build).
@@ -274,6 +327,7 @@ macro_rules! hook {
         $(#[doc = $doc:expr])*
         $(#[cfg($cfg:meta)])*
         $(#[cancel_point $(($cp:expr))?])?
+        $(#[fast_path($fast:path)])?
         $(#[gate($gate:expr)])?
         $(#[return_by_jump($stub:ident)])?
         [$family:ident] fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block
@@ -284,18 +338,20 @@ macro_rules! hook {
         #[cfg_attr(greenhook_table, export_name = concat!("greenhook_", stringify!($name)))]
         #[allow(clippy::too_many_arguments, clippy::redundant_closure_call, unreachable_code, non_snake_case)]
         pub unsafe extern "C-unwind" fn $name($($arg: $ty),*) $(-> $ret)? {
-            struct Name;
-            impl $crate::hook::Named for Name {
-                const NAME: &'static str = stringify!($name);
-            }
-            let entered = $crate::hook::Entered::<Name>::new($crate::hook::Family::$family);
-            $crate::hook::hook!(@cancel [$([$($cp)?])?]);
-            $crate::hook::hook!(@gate entered, [$($gate)?], $name($($arg),*));
-            // A closure, so that a `return` in the body leaves it and not
-            // the hook: `leave` must run on every normal way out.
-            let r = (move || $(-> $ret)? { $body })();
-            entered.leave();
-            r
+            $crate::hook::hook!(@fast [$($fast)?] ($($arg: $ty),*) $(-> $ret)? {
+                struct Name;
+                impl $crate::hook::Named for Name {
+                    const NAME: &'static str = stringify!($name);
+                }
+                let entered = $crate::hook::Entered::<Name>::new($crate::hook::Family::$family);
+                $crate::hook::hook!(@cancel [$([$($cp)?])?]);
+                $crate::hook::hook!(@gate entered, [$($gate)?], $name($($arg),*));
+                // A closure, so that a `return` in the body leaves it and
+                // not the hook: `leave` must run on every normal way out.
+                let r = (move || $(-> $ret)? { $body })();
+                entered.leave();
+                r
+            })
         }
 
         #[doc = concat!("The next definition of `", stringify!($name), "` (libc's, under the preload).")]
@@ -359,6 +415,20 @@ macro_rules! hook {
             }
         };
     };
+    (@fast [] ($($arg:ident: $ty:ty),*) $(-> $ret:ty)? $full:block) => { $full };
+    (@fast [$fast:path] ($($arg:ident: $ty:ty),*) $(-> $ret:ty)? $full:block) => {{
+        // SAFETY: the caller's arguments, unchanged, to the fast path of
+        // this very function.
+        if let Some(r) = unsafe { $fast($($arg),*) } {
+            return r;
+        }
+        /// The hook past its fast path: out of line, so that the fast
+        /// path saves no registers for it and reaches it by a jump.
+        #[inline(never)]
+        unsafe fn full($($arg: $ty),*) $(-> $ret)? $full
+        // SAFETY: the caller's arguments, unchanged.
+        unsafe { full($($arg),*) }
+    }};
     (@cancel []) => {};
     (@cancel [[]]) => {
         $crate::hook::cancel_point_at_entry();

@@ -302,6 +302,11 @@ fn init() {
     setup();
     PATCHED.store(true, Ordering::SeqCst);
     PATCHED_FIBERS.store(!native, Ordering::SeqCst);
+    if !native && !hook::counting() {
+        // The lock hooks' fast paths (see `hook!`'s `#[fast_path]`) ask
+        // this instead of `gate::emulating_objects`, and count nothing.
+        hub::internal::allow_lean();
+    }
 }
 
 /// Whether this code lives in a shared object the program was given to

@@ -4,6 +4,8 @@
  *
  *   poll      a thread polls a flag under a mutex (lock, look, unlock,
  *             again) until main sets it after a 50 ms sleep
+ *   rwpoll    the same under an rwlock's read lock; main writes the flag
+ *             under its write lock
  *   spin      main holds a spin lock and joins a thread that spins on it;
  *             a SIGALRM handler in that thread ends it with pthread_exit
  *   relock    main relocks its own normal mutex (a self-deadlock) with an
@@ -38,6 +40,23 @@ static void *poller(void *arg)
         pthread_mutex_lock(&m);
         int f = flag;
         pthread_mutex_unlock(&m);
+        rounds++;
+        if (f)
+            break;
+    }
+    return (void *)(long)(rounds > 0);
+}
+
+static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+
+static void *rw_poller(void *arg)
+{
+    (void)arg;
+    long rounds = 0;
+    for (;;) {
+        pthread_rwlock_rdlock(&rw);
+        int f = flag;
+        pthread_rwlock_unlock(&rw);
         rounds++;
         if (f)
             break;
@@ -161,6 +180,16 @@ int main(int argc, char **argv)
         void *r;
         pthread_join(t, &r);
         printf("the poller saw the flag: %s\n", r ? "yes" : "no");
+    } else if (strcmp(mode, "rwpoll") == 0) {
+        pthread_t t;
+        pthread_create(&t, NULL, rw_poller, NULL);
+        usleep(50000);
+        pthread_rwlock_wrlock(&rw);
+        flag = 1;
+        pthread_rwlock_unlock(&rw);
+        void *r;
+        pthread_join(t, &r);
+        printf("the poller saw the flag: %s\n", r ? "yes" : "no");
     } else if (strcmp(mode, "spin") == 0) {
         sigset_t set;
         sigemptyset(&set);
@@ -191,7 +220,7 @@ int main(int argc, char **argv)
         pthread_join(t, &r);
         printf("the registering thread stopped; a pthread_atfork failed: %s\n", r ? "yes" : "no");
     } else {
-        fprintf(stderr, "usage: busy_threads poll|spin|relock|signalled|atfork\n");
+        fprintf(stderr, "usage: busy_threads poll|rwpoll|spin|relock|signalled|atfork\n");
         return 2;
     }
     printf("ok %s\n", mode);

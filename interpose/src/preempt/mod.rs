@@ -126,6 +126,20 @@ pub(crate) fn at_hook_return() {
     }
 }
 
+/// [`at_hook_return`] split for a fast path (see `hook::lean`): counts the
+/// return; true when the clock is due a look ([`look_now`]).
+#[inline(always)]
+pub(crate) fn count_return() -> bool {
+    let n = COUNT.load(Relaxed).wrapping_add(1);
+    COUNT.store(n, Relaxed);
+    n.is_multiple_of(EVERY)
+}
+
+/// The look [`count_return`] said is due.
+pub(crate) fn look_now() {
+    look();
+}
+
 #[cold]
 #[inline(never)]
 fn look() {

@@ -531,6 +531,12 @@ pub(crate) fn run_pending() -> Ran {
     run_pending_slow()
 }
 
+/// Whether [`run_pending`] has anything to look at (one load).
+#[inline(always)]
+pub(crate) fn work_pending() -> bool {
+    WORK.load(Relaxed) != 0
+}
+
 #[cold]
 #[inline(never)]
 fn run_pending_slow() -> Ran {

@@ -76,7 +76,7 @@ use libc::{c_int, sigaction as SigAction, siginfo_t, sigset_t, timespec};
 use crate::errno;
 use crate::gate::{can_yield, emulating};
 use crate::hook::hook;
-pub(crate) use deliver::{interruptions, run_pending, Ran};
+pub(crate) use deliver::{interruptions, run_pending, work_pending, Ran};
 use state::Wait;
 
 const NSIG: usize = 65;

@@ -72,6 +72,61 @@ pub(super) unsafe fn acquire(m: *mut pthread_mutex_t, wait: Wait) -> c_int {
     unsafe { acquire_slow(a, kind_word, wait) }
 }
 
+/// `pthread_mutex_lock`'s fast path, before the hook's entry (see
+/// `hook!`'s `#[fast_path]`): a free mutex of the fibers' thread taken by
+/// one compare-and-swap in the program's memory. It holds no hook depth:
+/// a signal handler may run anywhere in it, as in glibc's lock, since
+/// nothing of greenhook's is half-updated there and the swap is atomic;
+/// the owner and count stores after it are read only by their owner or
+/// by waiters, who find 0 until then (an unlock leaves 0). Nor is it a
+/// time slice's end: the unlock is.
+///
+/// # Safety
+/// `m` is a live mutex, as for `pthread_mutex_lock`.
+#[inline(always)]
+unsafe fn lock_fast(m: *mut pthread_mutex_t) -> Option<c_int> {
+    let me = hub::internal::lean_owner_id();
+    let a = m as usize;
+    // SAFETY: per the contract.
+    let (lock, kind_word) = unsafe { (word(a, LOCK), word(a, KIND).load(Ordering::Relaxed)) };
+    if me == 0
+        || kind_word & (KIND_ROBUST_FLAG | KIND_PSHARED_FLAG) != 0
+        || lock
+            .compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+    {
+        return None;
+    }
+    // SAFETY: per the contract.
+    unsafe {
+        word(a, OWNER).store(me, Ordering::Relaxed);
+        word(a, COUNT).store(1, Ordering::Relaxed);
+    }
+    Some(0)
+}
+
+/// `pthread_mutex_unlock`'s fast path: a normal mutex nobody waits for,
+/// freed by plain stores, as [`release`]'s own fast path. A signal handler
+/// coming between the look at the lock word and the store of 0 could let
+/// another fiber mark the lock as waited for (a handler that waits), and
+/// that mark would be lost: so this holds a hook depth, which keeps
+/// handlers out until the stores are done, and then leaves as a hook does.
+///
+/// # Safety
+/// `m` is a live mutex, as for `pthread_mutex_unlock`.
+#[inline(always)]
+unsafe fn unlock_fast(m: *mut pthread_mutex_t) -> Option<c_int> {
+    let a = m as usize;
+    // SAFETY: per the contract.
+    if unsafe { word(a, KIND) }.load(Ordering::Relaxed) & (KIND_ROBUST_FLAG | KIND_PSHARED_FLAG | 3) != 0 {
+        return None;
+    }
+    crate::hook::lean(|| {
+        // SAFETY: per the contract.
+        unsafe { release_unwaited(a) }.then_some(0)
+    })
+}
+
 /// [`acquire`] when the lock is taken, or robust, or process-shared.
 ///
 /// # Safety
@@ -146,20 +201,36 @@ unsafe fn acquire_slow(a: usize, kind_word: i32, wait: Wait) -> c_int {
 pub(super) unsafe fn release(m: *mut pthread_mutex_t, full: bool) -> Result<i32, c_int> {
     let a = m as usize;
     // SAFETY: per the contract.
-    let (lock, kind_word) = unsafe { (word(a, LOCK), word(a, KIND).load(Ordering::Relaxed)) };
-    if kind_word & (KIND_ROBUST_FLAG | KIND_PSHARED_FLAG | 3) == 0 && lock.load(Ordering::Relaxed) == LOCKED {
-        // A normal mutex nobody waits for (glibc does not check the owner
-        // of a normal mutex either).
-        // SAFETY: per the contract.
-        unsafe {
-            word(a, OWNER).store(0, Ordering::Relaxed);
-            word(a, COUNT).store(0, Ordering::Relaxed);
-        }
-        lock.store(0, Ordering::Release);
+    let kind_word = unsafe { word(a, KIND) }.load(Ordering::Relaxed);
+    // SAFETY: per the contract.
+    if kind_word & (KIND_ROBUST_FLAG | KIND_PSHARED_FLAG | 3) == 0 && unsafe { release_unwaited(a) } {
         return Ok(1);
     }
     // SAFETY: per the contract.
     unsafe { release_slow(a, kind_word, full) }
+}
+
+/// Frees a normal mutex if nobody waits for it (glibc does not check the
+/// owner of a normal mutex either); false, touching nothing, if a waiter
+/// may.
+///
+/// # Safety
+/// `a` is a live normal mutex, and no signal handler runs meanwhile (a
+/// hook depth is held).
+#[inline(always)]
+unsafe fn release_unwaited(a: usize) -> bool {
+    // SAFETY: per the contract.
+    let lock = unsafe { word(a, LOCK) };
+    if lock.load(Ordering::Relaxed) != LOCKED {
+        return false;
+    }
+    // SAFETY: per the contract.
+    unsafe {
+        word(a, OWNER).store(0, Ordering::Relaxed);
+        word(a, COUNT).store(0, Ordering::Relaxed);
+    }
+    lock.store(0, Ordering::Release);
+    true
 }
 
 /// [`release`] for the other kinds, or with waiters.
@@ -264,6 +335,7 @@ hook! {
     }
 
     /// `pthread_mutex_lock`.
+    #[fast_path(lock_fast)]
     #[gate(emulating_objects())]
     [sync] fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
         // SAFETY: the caller's mutex.
@@ -292,6 +364,7 @@ hook! {
     }
 
     /// `pthread_mutex_unlock`.
+    #[fast_path(unlock_fast)]
     [sync] fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
         if !emulating_objects() {
             // SAFETY: the caller's mutex.

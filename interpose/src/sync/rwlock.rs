@@ -93,6 +93,99 @@ unsafe fn lock(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
     unsafe { lock_slow(l, mode, wait) }
 }
 
+/// The fast path of the lock hooks without a deadline (see `hook!`'s
+/// `#[fast_path]`): [`lock`]'s uncontended case, before the hook's entry,
+/// as `mutex::lock_fast` (one compare-and-swap in the program's memory,
+/// which a signal handler may come before or after, as in glibc's).
+///
+/// # Safety
+/// `l` is a live rwlock.
+#[inline(always)]
+unsafe fn lock_fast(l: *mut pthread_rwlock_t, mode: Mode) -> Option<c_int> {
+    let me = match mode {
+        Read => hub::internal::lean_here().then_some(0),
+        Write => Some(hub::internal::lean_owner_id()).filter(|&id| id != 0),
+    }?;
+    // SAFETY: the caller's rwlock.
+    if unsafe { super::pshared::rwlock::is_shared(l) } {
+        return None;
+    }
+    let a = l as usize;
+    // SAFETY: the caller's rwlock (56 bytes).
+    let (state, writers_waiting) = unsafe { (word(a, STATE), word(a, WRITERS_WAITING)) };
+    if take(state, writers_waiting, mode, state.load(Ordering::Relaxed)) != Ok(true) {
+        return None;
+    }
+    if mode == Write {
+        // SAFETY: the caller's rwlock.
+        unsafe { word(a, WRITER) }.store(me, Ordering::Relaxed);
+    }
+    Some(0)
+}
+
+/// `pthread_rdlock_rdlock`'s fast path.
+///
+/// # Safety
+/// `l` is a live rwlock.
+#[inline(always)]
+unsafe fn rdlock_fast(l: *mut pthread_rwlock_t) -> Option<c_int> {
+    // SAFETY: per the contract.
+    unsafe { lock_fast(l, Read) }
+}
+
+/// `pthread_rdlock_wrlock`'s fast path.
+///
+/// # Safety
+/// `l` is a live rwlock.
+#[inline(always)]
+unsafe fn wrlock_fast(l: *mut pthread_rwlock_t) -> Option<c_int> {
+    // SAFETY: per the contract.
+    unsafe { lock_fast(l, Write) }
+}
+
+/// `pthread_rwlock_unlock`'s fast path: a reader that is not the last, or
+/// the last reader or the writer with nobody waiting, leaves by plain
+/// stores, shielded from signal handlers (`hook::lean`) since one that
+/// waits could let another fiber change the state between our look and
+/// our store. Everything else (a wake-up, a wrong owner, an unlocked
+/// lock) is the full hook's.
+///
+/// # Safety
+/// `l` is a live rwlock.
+#[inline(always)]
+unsafe fn unlock_fast(l: *mut pthread_rwlock_t) -> Option<c_int> {
+    // SAFETY: the caller's rwlock.
+    if unsafe { super::pshared::rwlock::is_shared(l) } {
+        return None;
+    }
+    let a = l as usize;
+    crate::hook::lean(|| {
+        // SAFETY: the caller's rwlock.
+        let (state, waiters) = unsafe { (word(a, STATE), word(a, WAITERS)) };
+        let s = state.load(Ordering::Relaxed);
+        if s == 1 && waiters.load(Ordering::Relaxed) == 0 {
+            // The last reader: a constant store, which does not wait for
+            // the load (only the branch does, and it is predicted).
+            state.store(0, Ordering::Release);
+            return Some(0);
+        }
+        if s > 1 {
+            state.store(s - 1, Ordering::Release);
+            return Some(0);
+        }
+        if s == -1 && waiters.load(Ordering::Relaxed) == 0 {
+            // SAFETY: the caller's rwlock.
+            let writer = unsafe { word(a, WRITER) };
+            if writer.load(Ordering::Relaxed) == hub::owner_id() {
+                writer.store(0, Ordering::Relaxed);
+                state.store(0, Ordering::Release);
+                return Some(0);
+            }
+        }
+        None
+    })
+}
+
 /// [`lock`] when the lock is taken, or process-shared.
 ///
 /// # Safety
@@ -163,6 +256,7 @@ unsafe fn lock_slow(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
 
 hook! {
     /// `pthread_rwlock_rdlock`.
+    #[fast_path(rdlock_fast)]
     #[gate(emulating_objects())]
     [sync] fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) -> c_int {
         // SAFETY: the caller's rwlock.
@@ -170,6 +264,7 @@ hook! {
     }
 
     /// `pthread_rwlock_wrlock`.
+    #[fast_path(wrlock_fast)]
     #[gate(emulating_objects())]
     [sync] fn pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) -> c_int {
         // SAFETY: the caller's rwlock.
@@ -220,6 +315,7 @@ hook! {
 
     /// `pthread_rwlock_unlock`: a writer wakes every waiter, and so does
     /// the last reader out.
+    #[fast_path(unlock_fast)]
     #[gate(emulating_objects())]
     [sync] fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_int {
         // SAFETY: the caller's rwlock.
