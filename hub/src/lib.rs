@@ -191,9 +191,11 @@ pub(crate) struct Local {
     pub(crate) root_hooks: Cell<u32>,
     /// The thread's kernel id, asked once (0 until then).
     pub(crate) tid: Cell<i32>,
-    /// The running context's lock owner id ([`owner_id`]), kept with
-    /// `current` (0 in the root until its `tid` is known): one load for the
-    /// lock hooks' fast paths, with no look at the running task.
+    /// In a fiber's own `LOCAL` (TLS of its own), the fiber's lock owner id
+    /// ([`owner_id`]), set once when it is seeded: one load for the lock
+    /// hooks' fast paths. 0 in the thread's, which the root and the fibers
+    /// sharing its TLS read (the owner is then the current task's, which
+    /// a field set at every switch would cost every switch).
     pub(crate) owner: Cell<i32>,
     /// Whether this OS thread runs fibers (see [`is_fiber_thread`]): 0 not
     /// asked yet, 1 yes, 2 no.
@@ -271,7 +273,7 @@ mod local_tls {
 pub(crate) mod local_field {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     macro_rules! field {
-        ($get:ident, $set:ident, $field:ident, $ty:ty) => {
+        ($get:ident, $set:ident, $field:ident, $ty:ty, $width:literal, $reg:literal) => {
             /// Reads the field.
             #[inline(always)]
             #[allow(dead_code)]
@@ -282,7 +284,7 @@ pub(crate) mod local_field {
                 unsafe {
                     std::arch::asm!(
                         "mov {g}, qword ptr [rip + greenhook_hub_local@GOTTPOFF]",
-                        "mov {v:e}, dword ptr fs:[{g} + {off}]",
+                        concat!("mov {v", $reg, "}, ", $width, " ptr fs:[{g} + {off}]"),
                         g = out(reg) _,
                         v = out(reg) v,
                         off = const std::mem::offset_of!(super::Local, $field),
@@ -302,7 +304,7 @@ pub(crate) mod local_field {
                 unsafe {
                     std::arch::asm!(
                         "mov {g}, qword ptr [rip + greenhook_hub_local@GOTTPOFF]",
-                        "mov dword ptr fs:[{g} + {off}], {v:e}",
+                        concat!("mov ", $width, " ptr fs:[{g} + {off}], {v", $reg, "}"),
                         g = out(reg) _,
                         v = in(reg) v,
                         off = const std::mem::offset_of!(super::Local, $field),
@@ -314,7 +316,7 @@ pub(crate) mod local_field {
     }
     #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
     macro_rules! field {
-        ($get:ident, $set:ident, $field:ident, $ty:ty) => {
+        ($get:ident, $set:ident, $field:ident, $ty:ty, $width:literal, $reg:literal) => {
             /// Reads the field.
             #[inline(always)]
             #[allow(dead_code)]
@@ -330,8 +332,10 @@ pub(crate) mod local_field {
             }
         };
     }
-    field!(depth, set_depth, depth, u32);
-    field!(owner, set_owner, owner, i32);
+    field!(depth, set_depth, depth, u32, "dword", ":e");
+    field!(tid, set_tid, tid, i32, "dword", ":e");
+    field!(owner, set_owner, owner, i32, "dword", ":e");
+    field!(current, set_current, current, *const crate::Task, "qword", "");
 }
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
@@ -385,7 +389,7 @@ impl Hub {
     pub(crate) fn set_current(&self, t: *const Task) {
         // SAFETY: the root's LOCAL lives as long as its thread, which is
         // the only one using this hub.
-        unsafe { (*self.root_local).set_current(t) }
+        unsafe { (*self.root_local).current.set(t) }
     }
 
     /// The root's `LOCAL` (see [`Hub::root_local`]).
@@ -396,19 +400,6 @@ impl Hub {
 }
 
 impl Local {
-    /// Makes `t` (null: the root) the running task, and its owner id the
-    /// running one.
-    #[inline(always)]
-    pub(crate) fn set_current(&self, t: *const Task) {
-        self.current.set(t);
-        self.owner.set(if t.is_null() {
-            -self.tid.get()
-        } else {
-            // SAFETY: `t` is a live task, about to run (or running).
-            unsafe { (*t).owner }
-        });
-    }
-
     /// Makes the calling fiber's own `LOCAL` (in its own TLS block) say
     /// what the thread's says: the hub, the thread's id and per-thread
     /// block, that this thread runs fibers, and that the running task, the
@@ -420,7 +411,11 @@ impl Local {
             return;
         }
         self.hub.set(hub);
-        self.set_current(root.current.get());
+        let task = root.current.get();
+        self.current.set(task);
+        // SAFETY: the task the hub is resuming, this fiber's, alive.
+        self.owner
+            .set(if task.is_null() { 0 } else { unsafe { (*task).owner } });
         self.depth.set(root.depth.get() & LEAN);
         self.tid.set(root.tid.get());
         self.fiber_thread.set(1);
@@ -462,7 +457,7 @@ impl Local {
                 depth: Cell::new(root.depth.get() & LEAN),
                 root_hooks: Cell::new(0),
                 tid: Cell::new(root.tid.get()),
-                // (`task` is the live task of this fiber.)
+                // (`task` is this fiber's, alive.)
                 owner: Cell::new((*task).owner),
                 fiber_thread: Cell::new(1),
                 block: Cell::new(root.block.get()),

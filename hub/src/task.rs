@@ -479,7 +479,7 @@ pub fn owner_id() -> i32 {
             if tid != 0 {
                 -tid
             } else {
-                -root_tid(l)
+                -root_tid(&l.tid)
             }
         } else {
             // SAFETY: the current-task pointer points at the running task,
@@ -498,16 +498,24 @@ pub fn lean_owner_id() -> i32 {
     if crate::local_field::depth() != crate::LEAN {
         return 0;
     }
-    crate::local_field::owner()
+    let own = crate::local_field::owner();
+    if own != 0 {
+        return own;
+    }
+    let t = crate::local_field::current();
+    if t.is_null() {
+        -crate::local_field::tid()
+    } else {
+        // SAFETY: the current-task pointer points at the running task,
+        // alive while it runs.
+        unsafe { &*t }.owner
+    }
 }
 
 #[cold]
-fn root_tid(l: &crate::Local) -> i32 {
+fn root_tid(cache: &std::cell::Cell<i32>) -> i32 {
     let tid = rustix::thread::gettid().as_raw_nonzero().get();
-    l.tid.set(tid);
-    if l.current.get().is_null() {
-        l.owner.set(-tid);
-    }
+    cache.set(tid);
     tid
 }
 
