@@ -273,10 +273,9 @@ mod local_tls {
 pub(crate) mod local_field {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     macro_rules! field {
-        ($get:ident, $set:ident, $field:ident, $ty:ty, $width:literal, $reg:literal) => {
+        ($get:ident $(/ $set:ident)?, $field:ident, $ty:ty, $width:literal, $reg:literal) => {
             /// Reads the field.
             #[inline(always)]
-            #[allow(dead_code)]
             pub(crate) fn $get() -> $ty {
                 let v: $ty;
                 // SAFETY: reads the running context's own `LOCAL` (see
@@ -294,9 +293,9 @@ pub(crate) mod local_field {
                 v
             }
 
+            $(
             /// Writes the field.
             #[inline(always)]
-            #[allow(dead_code)]
             pub(crate) fn $set(v: $ty) {
                 // SAFETY: writes the running context's own `LOCAL` (see
                 // `local_tls`) at the field's offset, a `Cell` no
@@ -312,30 +311,31 @@ pub(crate) mod local_field {
                     )
                 };
             }
+            )?
         };
     }
     #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
     macro_rules! field {
-        ($get:ident, $set:ident, $field:ident, $ty:ty, $width:literal, $reg:literal) => {
+        ($get:ident $(/ $set:ident)?, $field:ident, $ty:ty, $width:literal, $reg:literal) => {
             /// Reads the field.
             #[inline(always)]
-            #[allow(dead_code)]
             pub(crate) fn $get() -> $ty {
                 super::with_local(|l| l.$field.get())
             }
 
+            $(
             /// Writes the field.
             #[inline(always)]
-            #[allow(dead_code)]
             pub(crate) fn $set(v: $ty) {
                 super::with_local(|l| l.$field.set(v))
             }
+            )?
         };
     }
-    field!(depth, set_depth, depth, u32, "dword", ":e");
-    field!(tid, set_tid, tid, i32, "dword", ":e");
-    field!(owner, set_owner, owner, i32, "dword", ":e");
-    field!(current, set_current, current, *const crate::Task, "qword", "");
+    field!(depth / set_depth, depth, u32, "dword", ":e");
+    field!(tid, tid, i32, "dword", ":e");
+    field!(owner, owner, i32, "dword", ":e");
+    field!(current, current, *const crate::Task, "qword", "");
 }
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
