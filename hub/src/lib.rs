@@ -413,9 +413,13 @@ impl Local {
         self.hub.set(hub);
         let task = root.current.get();
         self.current.set(task);
-        // SAFETY: the task the hub is resuming, this fiber's, alive.
-        self.owner
-            .set(if task.is_null() { 0 } else { unsafe { (*task).owner } });
+        let owner = if task.is_null() {
+            0
+        } else {
+            // SAFETY: the task the hub is resuming, this fiber's, alive.
+            unsafe { (*task).owner }
+        };
+        self.owner.set(owner);
         self.depth.set(root.depth.get() & LEAN);
         self.tid.set(root.tid.get());
         self.fiber_thread.set(1);
