@@ -249,18 +249,16 @@ pub(crate) fn program<R>(f: impl FnOnce() -> R) -> R {
 /// stores, then leaves as a hook does: held signals run and the time slice
 /// is counted. `None` when the caller is not the program's code on the
 /// fibers' thread (the full hook then answers).
+#[cfg(greenhook_linux_hooks)]
 #[inline(always)]
 pub(crate) fn lean<R>(f: impl FnOnce() -> Option<R>) -> Option<R> {
     let shield = hub::internal::shield()?;
     let r = f();
     // SAFETY: made just above in this context, which `f` does not leave.
     unsafe { shield.lift() };
-    #[cfg(greenhook_linux_hooks)]
-    {
-        let look = crate::preempt::count_return();
-        if look || crate::signal::work_pending() {
-            return lean_exit(r, look);
-        }
+    let look = crate::preempt::count_return();
+    if look || crate::signal::work_pending() {
+        return lean_exit(r, look);
     }
     r
 }
