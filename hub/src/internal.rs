@@ -51,7 +51,7 @@ pub fn lean_here() -> bool {
 /// path's loads do not wait on one another.
 #[inline(always)]
 pub fn shield() -> Option<Shield> {
-    if crate::local_field::depth() != crate::LEAN {
+    if !lean_here() {
         return None;
     }
     crate::local_field::set_depth(crate::LEAN + crate::MACHINERY);

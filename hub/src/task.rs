@@ -495,7 +495,7 @@ pub fn owner_id() -> i32 {
 /// which no owner id is (the full hook then does the first looks).
 #[inline(always)]
 pub fn lean_owner_id() -> i32 {
-    if crate::local_field::depth() != crate::LEAN {
+    if !crate::internal::lean_here() {
         return 0;
     }
     let own = crate::local_field::owner();

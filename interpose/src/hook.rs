@@ -274,7 +274,7 @@ fn lean_exit<R>(r: R, look: bool) -> R {
     if hub::internal::hook_depth() == 0 {
         crate::signal::run_pending();
         if look {
-            crate::preempt::look_now();
+            crate::preempt::look();
         }
     }
     r

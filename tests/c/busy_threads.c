@@ -32,31 +32,23 @@
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 static int flag;
 
-static void *poller(void *arg)
-{
-    (void)arg;
-    long rounds = 0;
-    for (;;) {
-        pthread_mutex_lock(&m);
-        int f = flag;
-        pthread_mutex_unlock(&m);
-        rounds++;
-        if (f)
-            break;
-    }
-    return (void *)(long)(rounds > 0);
-}
-
 static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
 
-static void *rw_poller(void *arg)
+/* Polls the flag under the mutex, or under the rwlock's read lock when
+ * `arg` is not NULL. */
+static void *poller(void *arg)
 {
-    (void)arg;
     long rounds = 0;
     for (;;) {
-        pthread_rwlock_rdlock(&rw);
+        if (arg)
+            pthread_rwlock_rdlock(&rw);
+        else
+            pthread_mutex_lock(&m);
         int f = flag;
-        pthread_rwlock_unlock(&rw);
+        if (arg)
+            pthread_rwlock_unlock(&rw);
+        else
+            pthread_mutex_unlock(&m);
         rounds++;
         if (f)
             break;
@@ -170,23 +162,20 @@ static void *registrar(void *arg)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
-    if (strcmp(mode, "poll") == 0) {
+    if (strcmp(mode, "poll") == 0 || strcmp(mode, "rwpoll") == 0) {
+        int under_rw = mode[0] == 'r';
         pthread_t t;
-        pthread_create(&t, NULL, poller, NULL);
+        pthread_create(&t, NULL, poller, under_rw ? &rw : NULL);
         usleep(50000);
-        pthread_mutex_lock(&m);
+        if (under_rw)
+            pthread_rwlock_wrlock(&rw);
+        else
+            pthread_mutex_lock(&m);
         flag = 1;
-        pthread_mutex_unlock(&m);
-        void *r;
-        pthread_join(t, &r);
-        printf("the poller saw the flag: %s\n", r ? "yes" : "no");
-    } else if (strcmp(mode, "rwpoll") == 0) {
-        pthread_t t;
-        pthread_create(&t, NULL, rw_poller, NULL);
-        usleep(50000);
-        pthread_rwlock_wrlock(&rw);
-        flag = 1;
-        pthread_rwlock_unlock(&rw);
+        if (under_rw)
+            pthread_rwlock_unlock(&rw);
+        else
+            pthread_mutex_unlock(&m);
         void *r;
         pthread_join(t, &r);
         printf("the poller saw the flag: %s\n", r ? "yes" : "no");

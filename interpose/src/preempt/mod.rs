@@ -119,15 +119,13 @@ pub(crate) fn preemptions() -> u64 {
 /// At a hook's return to the program (see the [module](self) docs).
 #[inline(always)]
 pub(crate) fn at_hook_return() {
-    let n = COUNT.load(Relaxed).wrapping_add(1);
-    COUNT.store(n, Relaxed);
-    if n.is_multiple_of(EVERY) {
+    if count_return() {
         look();
     }
 }
 
-/// [`at_hook_return`] split for a fast path (see `hook::lean`): counts the
-/// return; true when the clock is due a look ([`look_now`]).
+/// [`at_hook_return`]'s count alone, for a fast path that looks later
+/// (see `hook::lean`): true when the clock is due a [`look`].
 #[inline(always)]
 pub(crate) fn count_return() -> bool {
     let n = COUNT.load(Relaxed).wrapping_add(1);
@@ -135,14 +133,11 @@ pub(crate) fn count_return() -> bool {
     n.is_multiple_of(EVERY)
 }
 
-/// The look [`count_return`] said is due.
-pub(crate) fn look_now() {
-    look();
-}
-
+/// Ends the running context's time slice if it has run a whole one
+/// without a switch (every [`EVERY`] hook returns).
 #[cold]
 #[inline(never)]
-fn look() {
+pub(crate) fn look() {
     let slice = SLICE_NS.load(Relaxed);
     if slice == 0 || !may_switch_here() {
         return;

@@ -525,7 +525,7 @@ fn run_due() -> Ran {
 /// to do (one load).
 #[inline]
 pub(crate) fn run_pending() -> Ran {
-    if WORK.load(Relaxed) == 0 {
+    if !work_pending() {
         return Ran::default();
     }
     run_pending_slow()

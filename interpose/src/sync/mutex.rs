@@ -55,21 +55,38 @@ fn kind_of(kind_word: i32) -> i32 {
 pub(super) unsafe fn acquire(m: *mut pthread_mutex_t, wait: Wait) -> c_int {
     let a = m as usize;
     // SAFETY: per the contract (pthread_mutex_t is 40 bytes, 8-aligned).
-    let (lock, kind_word) = unsafe { (word(a, LOCK), word(a, KIND).load(Ordering::Relaxed)) };
-    if kind_word & (KIND_ROBUST_FLAG | KIND_PSHARED_FLAG) == 0
-        && lock
-            .compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-    {
-        // SAFETY: per the contract.
-        unsafe {
-            word(a, OWNER).store(hub::owner_id(), Ordering::Relaxed);
-            word(a, COUNT).store(1, Ordering::Relaxed);
-        }
+    let kind_word = unsafe { word(a, KIND) }.load(Ordering::Relaxed);
+    // SAFETY: per the contract.
+    if unsafe { take_free(a, kind_word, hub::owner_id) } {
         return 0;
     }
     // SAFETY: per the contract.
     unsafe { acquire_slow(a, kind_word, wait) }
+}
+
+/// The uncontended lock: a free mutex, neither robust nor process-shared,
+/// taken by one compare-and-swap, then `me()` recorded as its owner; false,
+/// touching nothing, otherwise.
+///
+/// # Safety
+/// `a` is a live mutex whose `__kind` word is `kind_word`.
+#[inline(always)]
+unsafe fn take_free(a: usize, kind_word: i32, me: impl FnOnce() -> i32) -> bool {
+    // SAFETY: per the contract.
+    let lock = unsafe { word(a, LOCK) };
+    if kind_word & (KIND_ROBUST_FLAG | KIND_PSHARED_FLAG) != 0
+        || lock
+            .compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+    {
+        return false;
+    }
+    // SAFETY: per the contract.
+    unsafe {
+        word(a, OWNER).store(me(), Ordering::Relaxed);
+        word(a, COUNT).store(1, Ordering::Relaxed);
+    }
+    true
 }
 
 /// `pthread_mutex_lock`'s fast path, before the hook's entry (see
@@ -88,29 +105,18 @@ unsafe fn lock_fast(m: *mut pthread_mutex_t) -> Option<c_int> {
     let me = hub::internal::lean_owner_id();
     let a = m as usize;
     // SAFETY: per the contract.
-    let (lock, kind_word) = unsafe { (word(a, LOCK), word(a, KIND).load(Ordering::Relaxed)) };
-    if me == 0
-        || kind_word & (KIND_ROBUST_FLAG | KIND_PSHARED_FLAG) != 0
-        || lock
-            .compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-    {
-        return None;
-    }
+    let kind_word = unsafe { word(a, KIND) }.load(Ordering::Relaxed);
     // SAFETY: per the contract.
-    unsafe {
-        word(a, OWNER).store(me, Ordering::Relaxed);
-        word(a, COUNT).store(1, Ordering::Relaxed);
-    }
-    Some(0)
+    (me != 0 && unsafe { take_free(a, kind_word, || me) }).then_some(0)
 }
 
 /// `pthread_mutex_unlock`'s fast path: a normal mutex nobody waits for,
 /// freed by plain stores, as [`release`]'s own fast path. A signal handler
 /// coming between the look at the lock word and the store of 0 could let
 /// another fiber mark the lock as waited for (a handler that waits), and
-/// that mark would be lost: so this holds a hook depth, which keeps
-/// handlers out until the stores are done, and then leaves as a hook does.
+/// that mark would be lost: so this runs shielded (`hook::lean`), which
+/// keeps handlers out until the stores are done, and then leaves as a hook
+/// does.
 ///
 /// # Safety
 /// `m` is a live mutex, as for `pthread_mutex_unlock`.
@@ -216,7 +222,7 @@ pub(super) unsafe fn release(m: *mut pthread_mutex_t, full: bool) -> Result<i32,
 ///
 /// # Safety
 /// `a` is a live normal mutex, and no signal handler runs meanwhile (a
-/// hook depth is held).
+/// hook depth or `hook::lean`'s shield is held).
 #[inline(always)]
 unsafe fn release_unwaited(a: usize) -> bool {
     // SAFETY: per the contract.

@@ -76,21 +76,37 @@ fn take(state: &AtomicI32, writers_waiting: &AtomicI32, mode: Mode, s: i32) -> R
 #[inline(always)]
 unsafe fn lock(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
     // SAFETY: the caller's rwlock.
-    if !unsafe { super::pshared::rwlock::is_shared(l) } {
-        let a = l as usize;
-        // SAFETY: the caller's rwlock (56 bytes).
-        let (state, writers_waiting) = unsafe { (word(a, STATE), word(a, WRITERS_WAITING)) };
-        // A full reader count (EAGAIN) is the slow path's to answer.
-        if take(state, writers_waiting, mode, state.load(Ordering::Relaxed)) == Ok(true) {
-            if mode == Write {
-                // SAFETY: the caller's rwlock.
-                unsafe { word(a, WRITER) }.store(hub::owner_id(), Ordering::Relaxed);
-            }
-            return 0;
-        }
+    if unsafe { take_uncontended(l, mode, hub::owner_id) } {
+        return 0;
     }
     // SAFETY: the caller's rwlock.
     unsafe { lock_slow(l, mode, wait) }
+}
+
+/// [`lock`]'s uncontended case: takes a private rwlock in `mode` if it is
+/// free for it (see [`take`]), recording `me()` as the writer; false,
+/// touching nothing, otherwise (a full reader count, `EAGAIN`, is the slow
+/// path's to answer).
+///
+/// # Safety
+/// `l` is a live rwlock.
+#[inline(always)]
+unsafe fn take_uncontended(l: *mut pthread_rwlock_t, mode: Mode, me: impl FnOnce() -> i32) -> bool {
+    // SAFETY: the caller's rwlock.
+    if unsafe { super::pshared::rwlock::is_shared(l) } {
+        return false;
+    }
+    let a = l as usize;
+    // SAFETY: the caller's rwlock (56 bytes).
+    let (state, writers_waiting) = unsafe { (word(a, STATE), word(a, WRITERS_WAITING)) };
+    if take(state, writers_waiting, mode, state.load(Ordering::Relaxed)) != Ok(true) {
+        return false;
+    }
+    if mode == Write {
+        // SAFETY: the caller's rwlock.
+        unsafe { word(a, WRITER) }.store(me(), Ordering::Relaxed);
+    }
+    true
 }
 
 /// The fast path of the lock hooks without a deadline (see `hook!`'s
@@ -107,23 +123,10 @@ unsafe fn lock_fast(l: *mut pthread_rwlock_t, mode: Mode) -> Option<c_int> {
         Write => Some(hub::internal::lean_owner_id()).filter(|&id| id != 0),
     }?;
     // SAFETY: the caller's rwlock.
-    if unsafe { super::pshared::rwlock::is_shared(l) } {
-        return None;
-    }
-    let a = l as usize;
-    // SAFETY: the caller's rwlock (56 bytes).
-    let (state, writers_waiting) = unsafe { (word(a, STATE), word(a, WRITERS_WAITING)) };
-    if take(state, writers_waiting, mode, state.load(Ordering::Relaxed)) != Ok(true) {
-        return None;
-    }
-    if mode == Write {
-        // SAFETY: the caller's rwlock.
-        unsafe { word(a, WRITER) }.store(me, Ordering::Relaxed);
-    }
-    Some(0)
+    unsafe { take_uncontended(l, mode, || me) }.then_some(0)
 }
 
-/// `pthread_rdlock_rdlock`'s fast path.
+/// `pthread_rwlock_rdlock`'s fast path.
 ///
 /// # Safety
 /// `l` is a live rwlock.
@@ -133,7 +136,7 @@ unsafe fn rdlock_fast(l: *mut pthread_rwlock_t) -> Option<c_int> {
     unsafe { lock_fast(l, Read) }
 }
 
-/// `pthread_rdlock_wrlock`'s fast path.
+/// `pthread_rwlock_wrlock`'s fast path.
 ///
 /// # Safety
 /// `l` is a live rwlock.
