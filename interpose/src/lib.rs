@@ -188,9 +188,15 @@ pub(crate) mod gate {
     /// Notes that an OS thread other than the fibers' own uses, or will
     /// use, pthread objects through glibc: one glibc makes for a
     /// `SIGEV_THREAD` notification, before it has run (see `notify`).
+    ///
+    /// The first note fences the fibers' thread (`sync::fence_fibers`), so
+    /// that an unlock of theirs made by plain stores, which may be under
+    /// way, cannot pass unseen by the glibc lock this thread makes next.
     #[cold]
     pub(crate) fn foreign_thread() {
-        FOREIGN.store(true, Ordering::Relaxed);
+        if !FOREIGN.load(Ordering::Relaxed) && !FOREIGN.swap(true, Ordering::SeqCst) {
+            crate::sync::fence_fibers();
+        }
     }
 
     /// Whether an OS thread other than the fibers' own has used a pthread

@@ -220,11 +220,25 @@ pub(super) unsafe fn release(m: *mut pthread_mutex_t, full: bool) -> Result<i32,
 /// owner of a normal mutex either); false, touching nothing, if a waiter
 /// may.
 ///
+/// The look at the word and the store of 0 are two plain instructions: a
+/// fiber of this thread cannot come between them, but a thread that is not
+/// a fiber can, with glibc's lock (its exchange to 2, then a sleep in the
+/// kernel that our 0 would never end). Once such a thread has used a
+/// pthread object (`gate::foreign_threads`), every unlock is glibc's own
+/// shape instead, an atomic exchange and a wake-up if it found 2
+/// (`release_slow`). An unlock already past that check when the first such
+/// thread is noted looks again after its store, and wakes one sleeper in
+/// the kernel if it now sees one may be there (see `sync::fence_fibers`;
+/// glibc's lock takes a spurious wake-up as a reason to look again).
+///
 /// # Safety
 /// `a` is a live normal mutex, and no signal handler runs meanwhile (a
 /// hook depth or `hook::lean`'s shield is held).
 #[inline(always)]
 unsafe fn release_unwaited(a: usize) -> bool {
+    if crate::gate::foreign_threads() {
+        return false;
+    }
     // SAFETY: per the contract.
     let lock = unsafe { word(a, LOCK) };
     if lock.load(Ordering::Relaxed) != LOCKED {
@@ -236,7 +250,22 @@ unsafe fn release_unwaited(a: usize) -> bool {
         word(a, COUNT).store(0, Ordering::Relaxed);
     }
     lock.store(0, Ordering::Release);
+    // The second look stays after the store in the code; on the CPU it may
+    // pass it, which `sync::fence_fibers` is for.
+    std::sync::atomic::compiler_fence(Ordering::SeqCst);
+    if crate::gate::foreign_threads() {
+        wake_foreign_late(lock);
+    }
     true
+}
+
+/// [`release_unwaited`] freed the word by a plain store just as the first
+/// thread that is not a fiber was noted: it may have overwritten that
+/// thread's 2, so a sleeper it left in the kernel is woken.
+#[cold]
+#[inline(never)]
+fn wake_foreign_late(lock: &std::sync::atomic::AtomicI32) {
+    super::futex_wake(lock, 1, false);
 }
 
 /// [`release`] for the other kinds, or with waiters.
