@@ -183,6 +183,15 @@ pub(crate) mod gate {
         false
     }
 
+    /// A thread that is not the fibers' own, while they emulate pthread
+    /// objects: the rwlock hooks serve it on the emulated words, whose
+    /// meaning glibc's functions do not know (see `sync::rwlock`).
+    /// [`emulating_objects`] has noted it.
+    #[inline]
+    pub(crate) fn beside_fibers() -> bool {
+        crate::PATCHED_FIBERS.load(Ordering::Relaxed) && !hub::internal::is_internal() && !hub::is_fiber_thread()
+    }
+
     static FOREIGN: AtomicBool = AtomicBool::new(false);
 
     /// Notes that an OS thread other than the fibers' own uses, or will
@@ -195,6 +204,7 @@ pub(crate) mod gate {
     #[cold]
     pub(crate) fn foreign_thread() {
         if !FOREIGN.load(Ordering::Relaxed) && !FOREIGN.swap(true, Ordering::SeqCst) {
+            #[cfg(greenhook_linux_hooks)]
             crate::sync::fence_fibers();
         }
     }

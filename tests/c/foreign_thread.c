@@ -18,7 +18,11 @@
  * two semaphores, while a third thread holds the mutex for a moment now
  * and then. Under the preload the normal threads are fibers and the
  * foreign one is a real OS thread: every hand-over between the two kinds
- * must still arrive (a lost wake-up hangs).
+ * must still arrive (a lost wake-up hangs). Last, the two take a rwlock
+ * ROUNDS * 500 times each, read and write locks in turn, with a check
+ * that no reader ever sees a writer inside (the emulated rwlock's words
+ * mean nothing to glibc's functions: the foreign thread must use ours),
+ * and the foreign thread's try, relock and unlock answers are printed.
  *
  * stdout: the counts, the same with and without the preload.
  */
@@ -35,6 +39,28 @@ static pthread_cond_t c = PTHREAD_COND_INITIALIZER;
 static sem_t ping, pong;
 static int turn, rounds, done, started;
 static long handovers, contended;
+static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+static long written, overlaps;
+static int writing, shared_done;
+
+/* Read and write locks in turn; a reader that finds a writer inside
+ * counts an overlap. */
+static void share_rwlock(void)
+{
+    for (long i = 0; i < (long)rounds * 500; i++) {
+        if (i & 1) {
+            pthread_rwlock_wrlock(&rw);
+            __atomic_store_n(&writing, 1, __ATOMIC_RELAXED);
+            written++;
+            __atomic_store_n(&writing, 0, __ATOMIC_RELAXED);
+        } else {
+            pthread_rwlock_rdlock(&rw);
+            if (__atomic_load_n(&writing, __ATOMIC_RELAXED))
+                __atomic_add_fetch(&overlaps, 1, __ATOMIC_RELAXED);
+        }
+        pthread_rwlock_unlock(&rw);
+    }
+}
 
 /* Both sides lock and unlock as fast as they can, from the same moment on
  * (the foreign thread waits for the fiber, which only runs once main
@@ -81,6 +107,18 @@ static void *foreign(void *arg)
 {
     (void)arg;
     side(1);
+    share_rwlock();
+    /* Alone with the rwlock once the other side has finished. */
+    while (!__atomic_load_n(&shared_done, __ATOMIC_ACQUIRE))
+        ;
+    int a = pthread_rwlock_tryrdlock(&rw);
+    int b = pthread_rwlock_trywrlock(&rw);
+    int c = pthread_rwlock_unlock(&rw);
+    int d = pthread_rwlock_wrlock(&rw);
+    int e = pthread_rwlock_wrlock(&rw);
+    int f = pthread_rwlock_unlock(&rw);
+    printf("foreign rwlock: tryrd %d trywr-while-reading %d unlock %d wrlock %d relock %d unlock %d\n",
+           a, b, c, d, e, f);
     return NULL;
 }
 
@@ -88,6 +126,8 @@ static void *normal(void *arg)
 {
     (void)arg;
     side(0);
+    share_rwlock();
+    __atomic_store_n(&shared_done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
@@ -122,6 +162,7 @@ int main(int argc, char **argv)
     pthread_create(&n, NULL, normal, NULL);
     pthread_join(n, NULL);
     pthread_join(f, NULL);
+    printf("rwlock: written %ld, overlaps %ld\n", written, overlaps);
     __atomic_store_n(&done, 1, __ATOMIC_RELAXED);
     pthread_join(x, NULL);
     printf("contended %ld, handovers %ld, semaphore rounds %d\n", contended, handovers, rounds);

@@ -29,7 +29,10 @@
 //! - condvar: no state at all; the clock is read from bit 1 of `__wrefs`,
 //!   written by the real `pthread_cond_init`;
 //! - rwlock: `__readers` is -1 (writer) or the reader count, `__cur_writer`
-//!   the writing owner; readers are preferred (glibc's default);
+//!   the writing owner, `__writers` whether a fiber may wait,
+//!   `__writers_futex` how many threads that are not fibers may sleep in
+//!   the kernel (they use these words too: see [`rwlock`]); readers are
+//!   preferred (glibc's default);
 //! - barrier: our own count/arrived/generation words (init is ours too).
 //!
 //! Spinlocks and semaphores keep glibc's own representation (a word that is
@@ -63,8 +66,10 @@
 //! the next locker gets `EOWNERDEAD`; `pthread_mutex_consistent` clears it,
 //! an unlock without it makes the mutex `ENOTRECOVERABLE`.
 //! Limits: priority-inheritance mutexes that are not process-shared are
-//! emulated like plain ones; all waiters of an emulated
-//! object must be on one OS thread (true when threads are fibers).
+//! emulated like plain ones; the fibers waiting on an emulated object
+//! are all on one OS thread (true when threads are fibers), and a thread
+//! that is not one of them waits in the kernel (see
+//! `gate::foreign_threads`).
 //!
 //! Condition and semaphore waits are cancellation points; they reach
 //! cancellation the way every hook does, through [`crate::cancel_point`].

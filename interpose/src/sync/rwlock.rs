@@ -5,6 +5,20 @@
 //! wait; in a lock made `PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP`, a
 //! new reader waits while a writer does. A process-shared rwlock
 //! (`__shared`, set by glibc's init) is glibc's ([`super::pshared`]).
+//!
+//! A thread that is not the fibers' own (made with libc's own
+//! `pthread_create`, a `SIGEV_THREAD` notification) cannot use glibc's
+//! functions on these words, whose meaning is ours: it uses ours too
+//! ([`foreign_lock`], [`foreign_unlock`]), by atomic instructions, and
+//! sleeps in the kernel on the state word, counted in `__writers_futex`
+//! ([`SLEEPERS`]). Once such a thread is known
+//! (`gate::foreign_threads`) the fibers' unlocks are atomic too, and wake
+//! both kinds of waiter. An unlock a fiber is making by plain stores at
+//! the moment the first such thread appears is not covered: one that
+//! thread's own first lock of the same rwlock meets, in the few
+//! instructions between a look and a store, can lose that lock's count
+//! (a `SIGEV_THREAD` notification is known before its thread exists, so
+//! it never meets one).
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -18,9 +32,14 @@ use crate::hook::hook;
 const STATE: usize = 0;
 /// `__cur_writer`: the writer's owner id.
 pub(super) const WRITER: usize = 6;
-/// `__writers`: 1 once a waiter may be parked, 0 after an unlock woke them
+/// `__writers`: 1 once a fiber may be parked, 0 after an unlock woke them
 /// all; an unlock with none (the uncontended case) touches nothing else.
 const WAITERS: usize = 1;
+/// `__writers_futex`: how many threads that are not fibers are in
+/// [`foreign_lock`]'s wait, where they may sleep in the kernel on the state
+/// word. A count, not a flag an unlock clears: a sleeper's flag cleared by
+/// an unlock it did not wait for would leave it asleep at the next one.
+const SLEEPERS: usize = 3;
 /// `__pad3`: how many writers wait (only counted, and only looked at, in a
 /// writer-preferring lock).
 const WRITERS_WAITING: usize = 4;
@@ -163,6 +182,9 @@ unsafe fn unlock_fast(l: *mut pthread_rwlock_t) -> Option<c_int> {
     }
     let a = l as usize;
     crate::hook::lean(|| {
+        if crate::gate::foreign_threads() {
+            return None;
+        }
         // SAFETY: the caller's rwlock.
         let (state, waiters) = unsafe { (word(a, STATE), word(a, WAITERS)) };
         let s = state.load(Ordering::Relaxed);
@@ -245,86 +267,279 @@ unsafe fn lock_slow(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
         if counted {
             writers_waiting.fetch_add(1, Ordering::Relaxed);
         }
-        let r = park(Kind::Rwlock, a, tag((mode == Write) as u32), deadline, busy);
-        if counted && writers_waiting.fetch_sub(1, Ordering::Relaxed) == 1 && r == hub::Park::TimedOut {
+        // Such a thread's unlock wakes us from its side, and the nap looks
+        // again now and then besides, as a mutex's wait does.
+        let nap = super::foreign_nap(deadline);
+        let r = park(Kind::Rwlock, a, tag((mode == Write) as u32), nap, busy);
+        let timed_out = r == hub::Park::TimedOut && nap == deadline;
+        if counted && writers_waiting.fetch_sub(1, Ordering::Relaxed) == 1 && timed_out {
             // The last waiting writer gives up: readers it kept out go in.
-            waiters.store(0, Ordering::Relaxed);
-            wake_all(a);
+            // SAFETY: the caller's rwlock.
+            unsafe { wake_waiters(a) };
         }
-        if r == hub::Park::TimedOut {
+        if timed_out {
             return libc::ETIMEDOUT;
         }
     }
 }
 
+/// Wakes every waiter of the rwlock at `a`, of both kinds: fibers on their
+/// hub if its [`WAITERS`] word says there may be some, threads that are
+/// not fibers in the kernel if [`SLEEPERS`] counts any. Called after the
+/// state's change; the exchange is a full barrier between that change and
+/// the count's load (a sleeper counts itself, then looks at the state).
+///
+/// A fiber that set [`WAITERS`] may find it cleared by an unlock made
+/// before its park by a thread that is not a fiber; its park's nap
+/// (`sync::foreign_nap`) looks again.
+///
+/// # Safety
+/// `a` is a live rwlock.
+unsafe fn wake_waiters(a: usize) {
+    // SAFETY: per the contract.
+    let (state, waiters, sleepers) = unsafe { (word(a, STATE), word(a, WAITERS), word(a, SLEEPERS)) };
+    if waiters.swap(0, Ordering::SeqCst) != 0 {
+        if hub::is_fiber_thread() {
+            wake_all(a);
+        } else {
+            super::foreign_release(a, usize::MAX);
+        }
+    }
+    if sleepers.load(Ordering::SeqCst) > 0 {
+        super::futex_wake(state, i32::MAX, false);
+    }
+}
+
+/// Unlocks an emulated rwlock by atomic instructions, from a thread that
+/// is not a fiber, or from a fiber once such a thread is known: a reader
+/// leaves by a compare-and-swap, since readers of the other kind may come
+/// and go meanwhile; the last one out, or the writer, wakes every waiter.
+///
+/// # Safety
+/// `a` is a live rwlock.
+unsafe fn unlock_shared_with_threads(a: usize) -> c_int {
+    // SAFETY: per the contract.
+    let (state, writer) = unsafe { (word(a, STATE), word(a, WRITER)) };
+    loop {
+        let s = state.load(Ordering::Relaxed);
+        if s == -1 {
+            if writer.load(Ordering::Relaxed) != hub::owner_id() {
+                return libc::EPERM;
+            }
+            // Nobody else changes the state while a writer holds it.
+            writer.store(0, Ordering::Relaxed);
+            state.store(0, Ordering::Release);
+        } else if s > 0 {
+            if state
+                .compare_exchange(s, s - 1, Ordering::Release, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            if s > 1 {
+                return 0;
+            }
+        } else {
+            return libc::EPERM;
+        }
+        // SAFETY: per the contract.
+        unsafe { wake_waiters(a) };
+        return 0;
+    }
+}
+
+/// Locks an emulated rwlock in `mode` from a thread that is not a fiber
+/// (see the module docs): our words by atomic instructions, and a sleep in
+/// the kernel on the state word while it is taken, until `wait`'s
+/// deadline. Answers as [`lock_slow`] does.
+///
+/// # Safety
+/// `l` is a live, process-private rwlock.
+unsafe fn foreign_lock(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
+    let a = l as usize;
+    // SAFETY: the caller's rwlock (56 bytes).
+    let (state, writer, sleepers) = unsafe { (word(a, STATE), word(a, WRITER), word(a, SLEEPERS)) };
+    // SAFETY: as above.
+    let (writers_waiting, flags) = unsafe { (word(a, WRITERS_WAITING), word(a, FLAGS)) };
+    let me = hub::owner_id();
+    loop {
+        let s = state.load(Ordering::Acquire);
+        if s == -1 && matches!(wait, Wait::Until(_)) && writer.load(Ordering::Relaxed) == me {
+            return libc::EDEADLK;
+        }
+        match take(state, writers_waiting, mode, s) {
+            Ok(true) => {
+                if mode == Write {
+                    writer.store(me, Ordering::Relaxed);
+                }
+                return 0;
+            }
+            Ok(false) => {}
+            Err(e) => return e,
+        }
+        let deadline = match wait {
+            Wait::Try => return libc::EBUSY,
+            Wait::Until(d) => d,
+        };
+        let counted = mode == Write && flags.load(Ordering::Relaxed) == PREFER_WRITER_NONRECURSIVE;
+        if counted {
+            writers_waiting.fetch_add(1, Ordering::Relaxed);
+        }
+        // The futex rule: counted first, then a look at the state, and a
+        // sleep only if it still holds what we saw (an unlock changes it,
+        // then wakes the counted).
+        sleepers.fetch_add(1, Ordering::SeqCst);
+        let s = state.load(Ordering::SeqCst);
+        let busy = match mode {
+            Write => s != 0,
+            Read => s < 0 || writers_waiting.load(Ordering::Relaxed) > 0,
+        };
+        let r = if busy {
+            super::pshared::futex_wait(state, s, &super::pshared::End::of(deadline), false)
+        } else {
+            0
+        };
+        sleepers.fetch_sub(1, Ordering::Relaxed);
+        if counted && writers_waiting.fetch_sub(1, Ordering::Relaxed) == 1 && r == libc::ETIMEDOUT {
+            // The last waiting writer gives up: readers it kept out go in.
+            // SAFETY: the caller's rwlock.
+            unsafe { wake_waiters(a) };
+        }
+        if r == libc::ETIMEDOUT {
+            return libc::ETIMEDOUT;
+        }
+    }
+}
+
+/// [`lock`] for the caller: [`foreign_lock`] for a thread that is not a
+/// fiber (on a process-private rwlock).
+///
+/// # Safety
+/// `l` is a live rwlock.
+unsafe fn lock_here(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
+    // SAFETY: per the contract.
+    unsafe {
+        if foreign_private(l) {
+            foreign_lock(l, mode, wait)
+        } else {
+            lock(l, mode, wait)
+        }
+    }
+}
+
+/// The rwlock hooks' gate: [`emulating_objects`], or a thread that is not
+/// the fibers' own while they emulate rwlocks (noted by that call) on a
+/// process-private `l`, which the hook then serves by [`foreign_lock`] or
+/// [`unlock_shared_with_threads`]. Such a thread's process-shared rwlocks
+/// stay glibc's. `l` is a hook's argument, the program's live rwlock.
+#[inline(always)]
+fn ours(l: *mut pthread_rwlock_t) -> bool {
+    // SAFETY: the program's rwlock, passed to the hook (see above).
+    emulating_objects() || (crate::gate::beside_fibers() && !unsafe { super::pshared::rwlock::is_shared(l) })
+}
+
+/// Whether a rwlock hook past [`ours`] serves a thread that is not the
+/// fibers' own (then `l` is process-private).
+///
+/// # Safety
+/// `l` is a live rwlock.
+#[inline(always)]
+unsafe fn foreign_private(_l: *mut pthread_rwlock_t) -> bool {
+    !hub::is_fiber_thread()
+}
+
 hook! {
     /// `pthread_rwlock_rdlock`.
     #[fast_path(rdlock_fast)]
-    #[gate(emulating_objects())]
+    #[gate(ours(l))]
     [sync] fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) -> c_int {
+        // SAFETY: the caller's rwlock.
+        if unsafe { foreign_private(l) } {
+            // SAFETY: as above.
+            return unsafe { foreign_lock(l, Read, Wait::Until(None)) };
+        }
         // SAFETY: the caller's rwlock.
         unsafe { lock(l, Read, Wait::Until(None)) }
     }
 
     /// `pthread_rwlock_wrlock`.
     #[fast_path(wrlock_fast)]
-    #[gate(emulating_objects())]
+    #[gate(ours(l))]
     [sync] fn pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) -> c_int {
+        // SAFETY: the caller's rwlock.
+        if unsafe { foreign_private(l) } {
+            // SAFETY: as above.
+            return unsafe { foreign_lock(l, Write, Wait::Until(None)) };
+        }
         // SAFETY: the caller's rwlock.
         unsafe { lock(l, Write, Wait::Until(None)) }
     }
 
     /// `pthread_rwlock_tryrdlock`.
-    #[gate(emulating_objects())]
+    #[gate(ours(l))]
     [sync] fn pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t) -> c_int {
+        // SAFETY: the caller's rwlock.
+        if unsafe { foreign_private(l) } {
+            // SAFETY: as above.
+            return unsafe { foreign_lock(l, Read, Wait::Try) };
+        }
         // SAFETY: the caller's rwlock.
         unsafe { lock(l, Read, Wait::Try) }
     }
 
     /// `pthread_rwlock_trywrlock`.
-    #[gate(emulating_objects())]
+    #[gate(ours(l))]
     [sync] fn pthread_rwlock_trywrlock(l: *mut pthread_rwlock_t) -> c_int {
+        // SAFETY: the caller's rwlock.
+        if unsafe { foreign_private(l) } {
+            // SAFETY: as above.
+            return unsafe { foreign_lock(l, Write, Wait::Try) };
+        }
         // SAFETY: the caller's rwlock.
         unsafe { lock(l, Write, Wait::Try) }
     }
 
     /// `pthread_rwlock_timedrdlock` (CLOCK_REALTIME).
-    #[gate(emulating_objects())]
+    #[gate(ours(l))]
     [sync] fn pthread_rwlock_timedrdlock(l: *mut pthread_rwlock_t, t: *const timespec) -> c_int {
         // SAFETY: the caller's rwlock.
-        timed(libc::CLOCK_REALTIME, t, |w| unsafe { lock(l, Read, w) })
+        timed(libc::CLOCK_REALTIME, t, |w| unsafe { lock_here(l, Read, w) })
     }
 
     /// `pthread_rwlock_timedwrlock` (CLOCK_REALTIME).
-    #[gate(emulating_objects())]
+    #[gate(ours(l))]
     [sync] fn pthread_rwlock_timedwrlock(l: *mut pthread_rwlock_t, t: *const timespec) -> c_int {
         // SAFETY: the caller's rwlock.
-        timed(libc::CLOCK_REALTIME, t, |w| unsafe { lock(l, Write, w) })
+        timed(libc::CLOCK_REALTIME, t, |w| unsafe { lock_here(l, Write, w) })
     }
 
     /// `pthread_rwlock_clockrdlock`.
-    #[gate(emulating_objects())]
+    #[gate(ours(l))]
     [sync] fn pthread_rwlock_clockrdlock(l: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec) -> c_int {
         // SAFETY: the caller's rwlock.
-        timed(c, t, |w| unsafe { lock(l, Read, w) })
+        timed(c, t, |w| unsafe { lock_here(l, Read, w) })
     }
 
     /// `pthread_rwlock_clockwrlock`.
-    #[gate(emulating_objects())]
+    #[gate(ours(l))]
     [sync] fn pthread_rwlock_clockwrlock(l: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec) -> c_int {
         // SAFETY: the caller's rwlock.
-        timed(c, t, |w| unsafe { lock(l, Write, w) })
+        timed(c, t, |w| unsafe { lock_here(l, Write, w) })
     }
 
     /// `pthread_rwlock_unlock`: a writer wakes every waiter, and so does
     /// the last reader out.
     #[fast_path(unlock_fast)]
-    #[gate(emulating_objects())]
+    #[gate(ours(l))]
     [sync] fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_int {
         // SAFETY: the caller's rwlock.
         if unsafe { super::pshared::rwlock::is_shared(l) } {
             // SAFETY: the caller's rwlock.
             return unsafe { super::pshared::rwlock::unlock(l) };
+        }
+        if !hub::is_fiber_thread() || crate::gate::foreign_threads() {
+            // SAFETY: the caller's rwlock.
+            return unsafe { unlock_shared_with_threads(l as usize) };
         }
         let a = l as usize;
         // SAFETY: the caller's rwlock.

@@ -56,6 +56,9 @@ pub(super) mod rwlock;
 pub(super) mod sem;
 mod waiter;
 
+// The kernel waits of threads that are not fibers on emulated rwlocks.
+pub(in crate::sync) use waiter::{futex_wait, End};
+
 /// A process-shared object held by a fiber (or root context) of this process.
 #[derive(Clone, Copy)]
 struct Holder {

@@ -309,7 +309,7 @@ fn futex(word: &AtomicU32, op: c_int, val: u32, timeout: Option<&timespec>) {
 /// so the kernel's wait ends when that clock is set past it, as glibc's
 /// own waits do; any other is on `CLOCK_MONOTONIC`.
 #[derive(Clone, Copy)]
-pub(super) struct End {
+pub(in crate::sync) struct End {
     pub(super) clock: libc::clockid_t,
     pub(super) at: timespec,
 }
@@ -330,7 +330,7 @@ impl End {
 
     /// The time `deadline` stands for, or one far enough away to stand for
     /// "never" (`None`).
-    pub(super) fn of(deadline: Option<hub::Deadline>) -> End {
+    pub(in crate::sync) fn of(deadline: Option<hub::Deadline>) -> End {
         match deadline {
             Some(d) => {
                 let (clock, ns) = d.clock_time();
@@ -349,7 +349,7 @@ impl End {
 /// when woken, else `EAGAIN` (the word no longer held `val`), `ETIMEDOUT`
 /// or `EINTR`. The bitset form, which takes an absolute time on either
 /// clock; its mask matches every waker's.
-pub(super) fn futex_wait(word: &AtomicI32, val: i32, end: &End, shared: bool) -> c_int {
+pub(in crate::sync) fn futex_wait(word: &AtomicI32, val: i32, end: &End, shared: bool) -> c_int {
     let mut op = libc::FUTEX_WAIT_BITSET;
     if !shared {
         op |= libc::FUTEX_PRIVATE_FLAG;
