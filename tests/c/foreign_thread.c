@@ -22,7 +22,9 @@
  * ROUNDS * 500 times each, read and write locks in turn, with a check
  * that no reader ever sees a writer inside (the emulated rwlock's words
  * mean nothing to glibc's functions: the foreign thread must use ours),
- * and the foreign thread's try, relock and unlock answers are printed.
+ * and the foreign thread's try, relock and unlock answers are printed;
+ * and they meet at a barrier ROUNDS * 5 times (glibc's wait on the
+ * emulated barrier's words died of SIGFPE).
  *
  * stdout: the counts, the same with and without the preload.
  */
@@ -42,6 +44,15 @@ static long handovers, contended;
 static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
 static long written, overlaps;
 static int writing, shared_done;
+static pthread_barrier_t bar;
+static long serials;
+
+static void meet(void)
+{
+    for (int i = 0; i < rounds * 5; i++)
+        if (pthread_barrier_wait(&bar) == PTHREAD_BARRIER_SERIAL_THREAD)
+            __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+}
 
 /* Read and write locks in turn; a reader that finds a writer inside
  * counts an overlap. */
@@ -108,6 +119,7 @@ static void *foreign(void *arg)
     (void)arg;
     side(1);
     share_rwlock();
+    meet();
     /* Alone with the rwlock once the other side has finished. */
     while (!__atomic_load_n(&shared_done, __ATOMIC_ACQUIRE))
         ;
@@ -127,6 +139,7 @@ static void *normal(void *arg)
     (void)arg;
     side(0);
     share_rwlock();
+    meet();
     __atomic_store_n(&shared_done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
@@ -149,6 +162,7 @@ int main(int argc, char **argv)
     rounds = argc > 1 ? atoi(argv[1]) : 2000;
     sem_init(&ping, 0, 0);
     sem_init(&pong, 0, 0);
+    pthread_barrier_init(&bar, NULL, 2);
     void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
     int (*libc_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *) =
         libc ? dlsym(libc, "pthread_create") : NULL;
@@ -162,7 +176,7 @@ int main(int argc, char **argv)
     pthread_create(&n, NULL, normal, NULL);
     pthread_join(n, NULL);
     pthread_join(f, NULL);
-    printf("rwlock: written %ld, overlaps %ld\n", written, overlaps);
+    printf("rwlock: written %ld, overlaps %ld; barrier serials %ld\n", written, overlaps, serials);
     __atomic_store_n(&done, 1, __ATOMIC_RELAXED);
     pthread_join(x, NULL);
     printf("contended %ld, handovers %ld, semaphore rounds %d\n", contended, handovers, rounds);

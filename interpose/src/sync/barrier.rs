@@ -2,8 +2,19 @@
 //! `pthread_barrier_t` (init is ours too): the count, how many have
 //! arrived, and a generation that the last arrival bumps to let the round go.
 //! A barrier initialised process-shared is glibc's ([`super::pshared`]).
+//!
+//! A thread that is not the fibers' own (made with libc's own
+//! `pthread_create`, a `SIGEV_THREAD` notification) cannot use glibc's
+//! functions on these words (glibc's wait divided by a count it did not
+//! find, and the process died of `SIGFPE`): it uses ours, by atomic
+//! instructions, and sleeps in the kernel on the generation word, counted
+//! in [`SLEEPERS`]. Once such a thread is known the fibers arrive by
+//! atomic instructions too ([`arrive_shared_with_threads`]). As for
+//! rwlocks, an arrival a fiber is making by plain stores at the very
+//! moment the first such thread appears and arrives at the same barrier
+//! is not covered.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use libc::{c_int, c_uint, pthread_barrier_t, pthread_barrierattr_t};
 
@@ -16,10 +27,76 @@ const ARRIVED: usize = 1;
 const GENERATION: usize = 2;
 /// glibc's `shared` word, which tells its process-shared barriers apart.
 const SHARED: usize = 3;
+/// How many threads that are not fibers may sleep in the kernel on the
+/// generation word (glibc's bytes past `shared`, ours here).
+const SLEEPERS: usize = 4;
+
+/// The words of the barrier at `a`: count, arrived, generation, sleepers.
+///
+/// # Safety
+/// `a` is a live barrier (32 bytes).
+unsafe fn words<'a>(a: usize) -> [&'a AtomicI32; 4] {
+    // SAFETY: per the contract.
+    unsafe { [word(a, COUNT), word(a, ARRIVED), word(a, GENERATION), word(a, SLEEPERS)] }
+}
+
+/// An arrival by atomic instructions, from a thread that is not a fiber
+/// or from a fiber once such a thread is known: the generation is read
+/// before the arrival is counted (the round's last arrival bumps it only
+/// after ours); a fiber parks (napping, as its lock waits do, since the
+/// other kind's wake-up comes from another thread), any other thread
+/// sleeps in the kernel. The last arrival wakes both kinds.
+///
+/// # Safety
+/// `a` is a live, process-private barrier.
+unsafe fn arrive_shared_with_threads(a: usize) -> c_int {
+    // SAFETY: per the contract.
+    let [count, arrived, gen, sleepers] = unsafe { words(a) };
+    let g = gen.load(Ordering::Acquire);
+    if arrived.fetch_add(1, Ordering::AcqRel) + 1 >= count.load(Ordering::Relaxed) {
+        arrived.store(0, Ordering::Relaxed);
+        // A locked add: a full barrier before the sleepers' count is read
+        // (a sleeper counts itself, then looks at the generation).
+        gen.fetch_add(1, Ordering::SeqCst);
+        if hub::is_fiber_thread() {
+            wake_all(a);
+        } else {
+            super::foreign_release(a, usize::MAX);
+        }
+        if sleepers.load(Ordering::SeqCst) > 0 {
+            super::futex_wake(gen, i32::MAX, false);
+        }
+        return libc::PTHREAD_BARRIER_SERIAL_THREAD;
+    }
+    if hub::is_fiber_thread() {
+        while gen.load(Ordering::Acquire) == g {
+            let nap = super::foreign_nap(None);
+            park(Kind::Barrier, a, tag(0), nap, || gen.load(Ordering::Relaxed) == g);
+        }
+    } else {
+        sleepers.fetch_add(1, Ordering::SeqCst);
+        let forever = super::pshared::End::of(None);
+        while gen.load(Ordering::SeqCst) == g {
+            super::pshared::futex_wait(gen, g, &forever, false);
+        }
+        sleepers.fetch_sub(1, Ordering::Relaxed);
+    }
+    0
+}
+
+/// The barrier hooks' gate: [`emulating_objects`], or a thread that is
+/// not the fibers' own while they emulate barriers (noted by that call) on
+/// a barrier that is not process-shared (`shared` says whether it is),
+/// which the hooks then serve on our words.
+#[inline]
+fn ours(shared: impl FnOnce() -> bool) -> bool {
+    emulating_objects() || (crate::gate::beside_fibers() && !shared())
+}
 
 hook! {
     /// `pthread_barrier_init` (our own layout when emulating).
-    #[gate(emulating_objects())]
+    // SAFETY: the caller's attribute.
+    #[gate(ours(|| unsafe { pshared::barrier::attr_is_shared(attr) }))]
     [sync] fn pthread_barrier_init(
         b: *mut pthread_barrier_t,
         attr: *const pthread_barrierattr_t,
@@ -41,13 +118,15 @@ hook! {
             word(a, GENERATION).store(0, Ordering::Relaxed);
             // glibc's "process-shared" word says private, as its init would.
             word(a, SHARED).store(0, Ordering::Relaxed);
+            word(a, SLEEPERS).store(0, Ordering::Relaxed);
         }
         0
     }
 
     /// `pthread_barrier_wait`: exactly one waiter per round gets
     /// `PTHREAD_BARRIER_SERIAL_THREAD`.
-    #[gate(emulating_objects())]
+    // SAFETY: the caller's barrier.
+    #[gate(ours(|| unsafe { pshared::barrier::is_shared(b) }))]
     [sync] fn pthread_barrier_wait(b: *mut pthread_barrier_t) -> c_int {
         // SAFETY: the caller's barrier.
         if unsafe { pshared::barrier::is_shared(b) } {
@@ -55,6 +134,10 @@ hook! {
             return unsafe { pshared::barrier::wait(b) };
         }
         let a = b as usize;
+        if crate::gate::foreign_threads() {
+            // SAFETY: the caller's barrier, process-private.
+            return unsafe { arrive_shared_with_threads(a) };
+        }
         // SAFETY: the caller's barrier.
         let (count, arrived, gen) = unsafe { (word(a, COUNT), word(a, ARRIVED), word(a, GENERATION)) };
         let n = arrived.load(Ordering::Relaxed) + 1;
@@ -76,7 +159,8 @@ hook! {
     }
 
     /// `pthread_barrier_destroy`: EBUSY while fibers wait on it.
-    #[gate(emulating_objects())]
+    // SAFETY: the caller's barrier.
+    #[gate(ours(|| unsafe { pshared::barrier::is_shared(b) }))]
     [sync] fn pthread_barrier_destroy(b: *mut pthread_barrier_t) -> c_int {
         // SAFETY: the caller's barrier.
         if unsafe { pshared::barrier::is_shared(b) } {
