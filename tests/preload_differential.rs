@@ -299,9 +299,17 @@ fn a_post_handed_to_a_fiber_is_still_the_semaphores() {
 }
 
 /// A thread made with libc's own pthread_create (as jemalloc makes its
-/// background thread) shares a mutex, a condvar and semaphores with
-/// fibers: no hand-over between the two kinds is lost.
+/// background thread) shares a mutex, a condvar, semaphores, an rwlock
+/// and a barrier with fibers: no hand-over between the two kinds is lost,
+/// no reader meets a writer, and the thread's rwlock answers are glibc's.
 #[test]
 fn a_thread_that_is_not_a_fiber_shares_locks_with_fibers() {
     differential("foreign_thread", &["200"]);
+}
+
+/// The same kind of thread and a fiber each wait for a `pthread_once`
+/// routine the other runs.
+#[test]
+fn a_thread_that_is_not_a_fiber_shares_once_with_fibers() {
+    differential("foreign_once", &[]);
 }

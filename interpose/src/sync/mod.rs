@@ -248,7 +248,7 @@ const FOREIGN_NAP: std::time::Duration = std::time::Duration::from_millis(2);
 /// The deadline of one park of a wait until `deadline`: sooner, when
 /// threads that are not fibers share pthread objects with them, since their
 /// wake-ups do not reach the hub.
-fn foreign_nap(deadline: Option<Deadline>) -> Option<Deadline> {
+pub(crate) fn foreign_nap(deadline: Option<Deadline>) -> Option<Deadline> {
     if !crate::gate::foreign_threads() {
         return deadline;
     }
@@ -313,7 +313,7 @@ pub(crate) fn fence_fibers() {
 }
 
 /// Wakes up to `n` threads glibc put to sleep in the kernel on `word`.
-fn futex_wake(word: &AtomicI32, n: i32, shared: bool) {
+pub(crate) fn futex_wake(word: &AtomicI32, n: i32, shared: bool) {
     let op = if shared {
         libc::FUTEX_WAKE
     } else {

@@ -10,6 +10,15 @@
 //! bit 0 set: a `pthread_once_t` is 4-aligned, cleanup buffers 8-aligned),
 //! which [`exit`](super::exit) meets in order among the real handlers; the
 //! root keeps its own list for its `pthread_exit`.
+//!
+//! A thread that is not the fibers' own (made with libc's own
+//! `pthread_create`, a `SIGEV_THREAD` notification) runs glibc's
+//! `pthread_once` on the same word, which means the same to it: it waits
+//! in the kernel for a routine a fiber runs, so the fiber's end of it also
+//! wakes the kernel's sleepers once such a thread is known (the hook notes
+//! one, as the pthread objects' hooks do); a fiber waiting for such a
+//! thread's routine, whose end wakes only the kernel's sleepers, looks
+//! again every 2 ms besides (`sync::foreign_nap`).
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -54,7 +63,19 @@ pub(super) fn abandon_root() {
 /// Back to "never called", and the waiters woken: one runs it again.
 fn reset(o: usize) {
     word(o).store(0, Ordering::Release);
+    wake(o);
+}
+
+/// Wakes every waiter of the object at `o`: fibers, and threads that are
+/// not fibers asleep in glibc's `pthread_once` (see the module docs).
+fn wake(o: usize) {
     hub::unpark(o, usize::MAX);
+    // After the state's store in the code; on the CPU the first such
+    // thread's note makes it so (`sync::fence_fibers`).
+    std::sync::atomic::compiler_fence(Ordering::SeqCst);
+    if crate::gate::foreign_threads() {
+        crate::sync::futex_wake(word(o), i32::MAX, false);
+    }
 }
 
 /// Runs `f` as `o`'s init routine, marked as in progress for the exit path.
@@ -83,9 +104,17 @@ fn run_init(o: usize, f: extern "C" fn()) {
     }
 }
 
+/// The gate's other half: a thread that is not the fibers' own is noted
+/// (see the module docs), and goes on to glibc's `pthread_once` (false).
+fn noted_foreign() -> bool {
+    // Asked only when `emulating` is false; this notes such a thread.
+    crate::gate::emulating_objects();
+    false
+}
+
 hook! {
     /// `pthread_once`.
-    #[gate(emulating())]
+    #[gate(emulating() || noted_foreign())]
     [thread] fn pthread_once(o: *mut pthread_once_t, f: extern "C" fn()) -> c_int {
         let key = o as usize;
         let w = word(key);
@@ -100,12 +129,12 @@ hook! {
                 {
                     run_init(key, f);
                     w.store(DONE, Ordering::Release);
-                    hub::unpark(key, usize::MAX);
+                    wake(key);
                     return 0;
                 }
                 continue;
             }
-            let parked = hub::park(key, None, || {
+            let parked = hub::park(key, crate::sync::foreign_nap(None), || {
                 let s = w.load(Ordering::Relaxed);
                 s != 0 && s & DONE == 0
             });
