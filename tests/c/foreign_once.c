@@ -17,7 +17,7 @@
  * stdout: what each side saw, the same with and without the preload.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
+#include "libc_create.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -63,15 +63,8 @@ static void *normal(void *arg)
 int main(void)
 {
     alarm(20);
-    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
-    int (*libc_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *) =
-        libc ? dlsym(libc, "pthread_create") : NULL;
-    if (!libc_create) {
-        printf("no libc pthread_create\n");
-        return 1;
-    }
     pthread_t f, n;
-    libc_create(&f, NULL, foreign, NULL);
+    libc_pthread_create(&f, foreign, NULL);
     pthread_create(&n, NULL, normal, NULL);
     pthread_join(n, NULL);
     pthread_join(f, NULL);

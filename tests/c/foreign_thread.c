@@ -29,7 +29,7 @@
  * stdout: the counts, the same with and without the preload.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
+#include "libc_create.h"
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdio.h>
@@ -163,16 +163,9 @@ int main(int argc, char **argv)
     sem_init(&ping, 0, 0);
     sem_init(&pong, 0, 0);
     pthread_barrier_init(&bar, NULL, 2);
-    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
-    int (*libc_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *) =
-        libc ? dlsym(libc, "pthread_create") : NULL;
-    if (!libc_create) {
-        printf("no libc pthread_create\n");
-        return 1;
-    }
     pthread_t f, n, x;
     pthread_create(&x, NULL, meddler, NULL);
-    libc_create(&f, NULL, foreign, NULL);
+    libc_pthread_create(&f, foreign, NULL);
     pthread_create(&n, NULL, normal, NULL);
     pthread_join(n, NULL);
     pthread_join(f, NULL);

@@ -58,14 +58,8 @@ unsafe fn arrive_shared_with_threads(a: usize) -> c_int {
         // A locked add: a full barrier before the sleepers' count is read
         // (a sleeper counts itself, then looks at the generation).
         gen.fetch_add(1, Ordering::SeqCst);
-        if hub::is_fiber_thread() {
-            wake_all(a);
-        } else {
-            super::foreign_release(a, usize::MAX);
-        }
-        if sleepers.load(Ordering::SeqCst) > 0 {
-            super::futex_wake(gen, i32::MAX, false);
-        }
+        super::wake_all_fibers(a);
+        super::wake_sleepers(gen, sleepers);
         return libc::PTHREAD_BARRIER_SERIAL_THREAD;
     }
     if hub::is_fiber_thread() {

@@ -222,6 +222,26 @@ fn wake_all(addr: usize) {
     }
 }
 
+/// Wakes every fiber parked on the object at `addr`, from the fibers' own
+/// thread or from a thread that is not a fiber (through the hub's inbox).
+fn wake_all_fibers(addr: usize) {
+    if hub::is_fiber_thread() {
+        wake_all(addr);
+    } else {
+        foreign_release(addr, usize::MAX);
+    }
+}
+
+/// Wakes the threads that are not fibers asleep in the kernel on `word`,
+/// if `sleepers` counts any. The caller has changed what they wait for,
+/// then made a full barrier (a locked instruction): a sleeper counts
+/// itself, then looks at that, then sleeps only if it has not changed.
+fn wake_sleepers(word: &AtomicI32, sleepers: &AtomicI32) {
+    if sleepers.load(Ordering::SeqCst) > 0 {
+        futex_wake(word, i32::MAX, false);
+    }
+}
+
 /// Parks the running task on the object of `kind` at `addr` until woken,
 /// the deadline passes or it is interrupted; `busy` is re-checked first
 /// (the futex rule); `tag` is the waiter's word (see [`tag`]).

@@ -299,15 +299,9 @@ unsafe fn wake_waiters(a: usize) {
     // SAFETY: per the contract.
     let (state, waiters, sleepers) = unsafe { (word(a, STATE), word(a, WAITERS), word(a, SLEEPERS)) };
     if waiters.swap(0, Ordering::SeqCst) != 0 {
-        if hub::is_fiber_thread() {
-            wake_all(a);
-        } else {
-            super::foreign_release(a, usize::MAX);
-        }
+        super::wake_all_fibers(a);
     }
-    if sleepers.load(Ordering::SeqCst) > 0 {
-        super::futex_wake(state, i32::MAX, false);
-    }
+    super::wake_sleepers(state, sleepers);
 }
 
 /// Unlocks an emulated rwlock by atomic instructions, from a thread that
