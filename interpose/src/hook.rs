@@ -248,7 +248,8 @@ pub(crate) fn program<R>(f: impl FnOnce() -> R) -> R {
 /// held, as inside a hook), so that none comes between its loads and
 /// stores, then leaves as a hook does: held signals run and the time slice
 /// is counted. `None` when the caller is not the program's code on the
-/// fibers' thread (the full hook then answers).
+/// fibers' thread, or `f` gave none (the full hook then answers, and its
+/// way out runs what was held).
 #[cfg(greenhook_linux_hooks)]
 #[inline(always)]
 pub(crate) fn lean<R>(f: impl FnOnce() -> Option<R>) -> Option<R> {
@@ -257,7 +258,9 @@ pub(crate) fn lean<R>(f: impl FnOnce() -> Option<R>) -> Option<R> {
     // SAFETY: made just above in this context, which `f` does not leave.
     unsafe { shield.lift() };
     let look = crate::preempt::count_return();
-    if look || crate::signal::work_pending() {
+    // Without an answer the full hook runs next, and its own way out
+    // looks (so nothing needs keeping across a call here for it).
+    if r.is_some() && (look || crate::signal::work_pending()) {
         return lean_exit(r, look);
     }
     r

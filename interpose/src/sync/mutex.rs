@@ -127,10 +127,14 @@ unsafe fn unlock_fast(m: *mut pthread_mutex_t) -> Option<c_int> {
     if unsafe { word(a, KIND) }.load(Ordering::Relaxed) & (KIND_ROBUST_FLAG | KIND_PSHARED_FLAG | 3) != 0 {
         return None;
     }
-    crate::hook::lean(|| {
+    // The address comes back through `lean`'s answer, not kept beside it
+    // (which made every call save registers).
+    let a = crate::hook::lean(|| {
         // SAFETY: per the contract.
-        unsafe { release_unwaited(a) }.then_some(0)
-    })
+        unsafe { release_unwaited(a) }.then_some(a)
+    })?;
+    // SAFETY: per the contract; released just above.
+    Some(unsafe { look_again(a) })
 }
 
 /// [`acquire`] when the lock is taken, or robust, or process-shared.
@@ -210,6 +214,8 @@ pub(super) unsafe fn release(m: *mut pthread_mutex_t, full: bool) -> Result<i32,
     let kind_word = unsafe { word(a, KIND) }.load(Ordering::Relaxed);
     // SAFETY: per the contract.
     if kind_word & (KIND_ROBUST_FLAG | KIND_PSHARED_FLAG | 3) == 0 && unsafe { release_unwaited(a) } {
+        // SAFETY: per the contract; released just above.
+        unsafe { look_again(a) };
         return Ok(1);
     }
     // SAFETY: per the contract.
@@ -227,9 +233,7 @@ pub(super) unsafe fn release(m: *mut pthread_mutex_t, full: bool) -> Result<i32,
 /// pthread object (`gate::foreign_threads`), every unlock is glibc's own
 /// shape instead, an atomic exchange and a wake-up if it found 2
 /// (`release_slow`). An unlock already past that check when the first such
-/// thread is noted looks again after its store, and wakes one sleeper in
-/// the kernel if it now sees one may be there (see `sync::fence_fibers`;
-/// glibc's lock takes a spurious wake-up as a reason to look again).
+/// thread is noted looks again after its store ([`look_again`]).
 ///
 /// # Safety
 /// `a` is a live normal mutex, and no signal handler runs meanwhile (a
@@ -250,22 +254,36 @@ unsafe fn release_unwaited(a: usize) -> bool {
         word(a, COUNT).store(0, Ordering::Relaxed);
     }
     lock.store(0, Ordering::Release);
-    // The second look stays after the store in the code; on the CPU it may
-    // pass it, which `sync::fence_fibers` is for.
-    std::sync::atomic::compiler_fence(Ordering::SeqCst);
-    if crate::gate::foreign_threads() {
-        wake_foreign_late(lock);
-    }
     true
 }
 
-/// [`release_unwaited`] freed the word by a plain store just as the first
-/// thread that is not a fiber was noted: it may have overwritten that
-/// thread's 2, so a sleeper it left in the kernel is woken.
+/// After [`release_unwaited`] freed the mutex at `a`: if the first thread
+/// that is not a fiber was noted meanwhile, our store of 0 may have
+/// overwritten its 2, so one sleeper it left in the kernel is woken
+/// (glibc's lock takes a spurious wake-up as a reason to look again). The
+/// look is after the store in the code; on the CPU it may pass it, which
+/// `sync::fence_fibers` is for. Outside the fast path's shield: nothing
+/// here needs one, and the wake-up is then the fast path's last call.
+/// Returns 0, the unlock's answer.
+///
+/// # Safety
+/// `a` is a live mutex.
+#[inline(always)]
+unsafe fn look_again(a: usize) -> c_int {
+    std::sync::atomic::compiler_fence(Ordering::SeqCst);
+    if crate::gate::foreign_threads() {
+        return wake_foreign_late(a);
+    }
+    0
+}
+
+/// [`look_again`]'s wake-up, out of line; returns 0.
 #[cold]
 #[inline(never)]
-fn wake_foreign_late(lock: &std::sync::atomic::AtomicI32) {
-    super::futex_wake(lock, 1, false);
+fn wake_foreign_late(a: usize) -> c_int {
+    // SAFETY: `look_again`'s caller's live mutex.
+    super::futex_wake(unsafe { word(a, LOCK) }, 1, false);
+    0
 }
 
 /// [`release`] for the other kinds, or with waiters.
