@@ -9,7 +9,7 @@
 //! A thread that is not the fibers' own (made with libc's own
 //! `pthread_create`, a `SIGEV_THREAD` notification) cannot use glibc's
 //! functions on these words, whose meaning is ours: it uses ours too
-//! ([`foreign_lock`], [`foreign_unlock`]), by atomic instructions, and
+//! ([`foreign_lock`], [`unlock_shared_with_threads`]), by atomic instructions, and
 //! sleeps in the kernel on the state word, counted in `__writers_futex`
 //! ([`SLEEPERS`]). Once such a thread is known
 //! (`gate::foreign_threads`) the fibers' unlocks are atomic too, and wake
