@@ -173,23 +173,36 @@ pub(crate) mod gate {
     /// waiters glibc parked in the kernel (see [`foreign_threads`]).
     #[inline]
     pub(crate) fn emulating_objects() -> bool {
-        if !crate::PATCHED_FIBERS.load(Ordering::Relaxed) || hub::internal::is_internal() {
-            return false;
-        }
-        if hub::is_fiber_thread() {
-            return true;
-        }
-        foreign_thread();
-        false
+        objects_caller() == ObjectsCaller::Fibers
     }
 
-    /// A thread that is not the fibers' own, while they emulate pthread
-    /// objects: the rwlock hooks serve it on the emulated words, whose
-    /// meaning glibc's functions do not know (see `sync::rwlock`).
-    /// [`emulating_objects`] has noted it.
+    /// Who calls a hook of pthread objects (see [`objects_caller`]).
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    pub(crate) enum ObjectsCaller {
+        /// The fibers' OS thread, while objects are emulated.
+        Fibers,
+        /// Another OS thread while they are (noted: [`foreign_thread`]).
+        /// The rwlock and barrier hooks serve it on the emulated words,
+        /// whose meaning glibc's functions do not know (see
+        /// `sync::rwlock`); the other objects keep glibc's words.
+        Beside,
+        /// Objects are not emulated, or greenhook's own code calls.
+        Neither,
+    }
+
+    /// Who calls a hook of pthread objects: [`emulating_objects`], told
+    /// apart from the other OS threads of a process whose fibers emulate
+    /// them, each of which is noted.
     #[inline]
-    pub(crate) fn beside_fibers() -> bool {
-        crate::PATCHED_FIBERS.load(Ordering::Relaxed) && !hub::internal::is_internal() && !hub::is_fiber_thread()
+    pub(crate) fn objects_caller() -> ObjectsCaller {
+        if !crate::PATCHED_FIBERS.load(Ordering::Relaxed) || hub::internal::is_internal() {
+            return ObjectsCaller::Neither;
+        }
+        if hub::is_fiber_thread() {
+            return ObjectsCaller::Fibers;
+        }
+        foreign_thread();
+        ObjectsCaller::Beside
     }
 
     static FOREIGN: AtomicBool = AtomicBool::new(false);

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use libc::{c_int, c_uint, pthread_barrier_t, pthread_barrierattr_t};
 
 use super::{park, pshared, tag, wake_all, word, Kind};
-use crate::gate::emulating_objects;
+use crate::gate::ObjectsCaller;
 use crate::hook::hook;
 
 const COUNT: usize = 0;
@@ -78,13 +78,17 @@ unsafe fn arrive_shared_with_threads(a: usize) -> c_int {
     0
 }
 
-/// The barrier hooks' gate: [`emulating_objects`], or a thread that is
-/// not the fibers' own while they emulate barriers (noted by that call) on
-/// a barrier that is not process-shared (`shared` says whether it is),
-/// which the hooks then serve on our words.
+/// The barrier hooks' gate: the fibers' thread, or another OS thread
+/// while they emulate barriers (`gate::ObjectsCaller::Beside`) on a
+/// barrier that is not process-shared (`shared` says whether it is), which
+/// the hooks then serve on our words.
 #[inline]
 fn ours(shared: impl FnOnce() -> bool) -> bool {
-    emulating_objects() || (crate::gate::beside_fibers() && !shared())
+    match crate::gate::objects_caller() {
+        ObjectsCaller::Fibers => true,
+        ObjectsCaller::Beside => !shared(),
+        ObjectsCaller::Neither => false,
+    }
 }
 
 hook! {
@@ -133,7 +137,7 @@ hook! {
             return unsafe { arrive_shared_with_threads(a) };
         }
         // SAFETY: the caller's barrier.
-        let (count, arrived, gen) = unsafe { (word(a, COUNT), word(a, ARRIVED), word(a, GENERATION)) };
+        let [count, arrived, gen, _] = unsafe { words(a) };
         let n = arrived.load(Ordering::Relaxed) + 1;
         if n >= count.load(Ordering::Relaxed) {
             arrived.store(0, Ordering::Relaxed);

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use libc::{c_int, clockid_t, pthread_rwlock_t, timespec};
 
 use super::{park, tag, timed, wake_all, word, Kind, Wait};
-use crate::gate::emulating_objects;
+use crate::gate::ObjectsCaller;
 use crate::hook::hook;
 
 /// `__readers`: -1 while a writer holds the lock, else the reader count.
@@ -405,41 +405,37 @@ unsafe fn foreign_lock(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_in
     }
 }
 
-/// [`lock`] for the caller: [`foreign_lock`] for a thread that is not a
-/// fiber (on a process-private rwlock).
+/// The lock hooks' body past [`ours`]: [`lock`] for a fiber,
+/// [`foreign_lock`] for a thread that is not one (on a process-private
+/// rwlock, as the gate lets through).
 ///
 /// # Safety
 /// `l` is a live rwlock.
+#[inline(always)]
 unsafe fn lock_here(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
     // SAFETY: per the contract.
     unsafe {
-        if foreign_private(l) {
-            foreign_lock(l, mode, wait)
-        } else {
+        if hub::is_fiber_thread() {
             lock(l, mode, wait)
+        } else {
+            foreign_lock(l, mode, wait)
         }
     }
 }
 
-/// The rwlock hooks' gate: [`emulating_objects`], or a thread that is not
-/// the fibers' own while they emulate rwlocks (noted by that call) on a
+/// The rwlock hooks' gate: the fibers' thread, or another OS thread while
+/// they emulate rwlocks (`gate::ObjectsCaller::Beside`) on a
 /// process-private `l`, which the hook then serves by [`foreign_lock`] or
 /// [`unlock_shared_with_threads`]. Such a thread's process-shared rwlocks
 /// stay glibc's. `l` is a hook's argument, the program's live rwlock.
 #[inline(always)]
 fn ours(l: *mut pthread_rwlock_t) -> bool {
-    // SAFETY: the program's rwlock, passed to the hook (see above).
-    emulating_objects() || (crate::gate::beside_fibers() && !unsafe { super::pshared::rwlock::is_shared(l) })
-}
-
-/// Whether a rwlock hook past [`ours`] serves a thread that is not the
-/// fibers' own (then `l` is process-private).
-///
-/// # Safety
-/// `l` is a live rwlock.
-#[inline(always)]
-unsafe fn foreign_private(_l: *mut pthread_rwlock_t) -> bool {
-    !hub::is_fiber_thread()
+    match crate::gate::objects_caller() {
+        ObjectsCaller::Fibers => true,
+        // SAFETY: the program's rwlock, passed to the hook (see above).
+        ObjectsCaller::Beside => !unsafe { super::pshared::rwlock::is_shared(l) },
+        ObjectsCaller::Neither => false,
+    }
 }
 
 hook! {
@@ -448,12 +444,7 @@ hook! {
     #[gate(ours(l))]
     [sync] fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) -> c_int {
         // SAFETY: the caller's rwlock.
-        if unsafe { foreign_private(l) } {
-            // SAFETY: as above.
-            return unsafe { foreign_lock(l, Read, Wait::Until(None)) };
-        }
-        // SAFETY: the caller's rwlock.
-        unsafe { lock(l, Read, Wait::Until(None)) }
+        unsafe { lock_here(l, Read, Wait::Until(None)) }
     }
 
     /// `pthread_rwlock_wrlock`.
@@ -461,36 +452,21 @@ hook! {
     #[gate(ours(l))]
     [sync] fn pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) -> c_int {
         // SAFETY: the caller's rwlock.
-        if unsafe { foreign_private(l) } {
-            // SAFETY: as above.
-            return unsafe { foreign_lock(l, Write, Wait::Until(None)) };
-        }
-        // SAFETY: the caller's rwlock.
-        unsafe { lock(l, Write, Wait::Until(None)) }
+        unsafe { lock_here(l, Write, Wait::Until(None)) }
     }
 
     /// `pthread_rwlock_tryrdlock`.
     #[gate(ours(l))]
     [sync] fn pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t) -> c_int {
         // SAFETY: the caller's rwlock.
-        if unsafe { foreign_private(l) } {
-            // SAFETY: as above.
-            return unsafe { foreign_lock(l, Read, Wait::Try) };
-        }
-        // SAFETY: the caller's rwlock.
-        unsafe { lock(l, Read, Wait::Try) }
+        unsafe { lock_here(l, Read, Wait::Try) }
     }
 
     /// `pthread_rwlock_trywrlock`.
     #[gate(ours(l))]
     [sync] fn pthread_rwlock_trywrlock(l: *mut pthread_rwlock_t) -> c_int {
         // SAFETY: the caller's rwlock.
-        if unsafe { foreign_private(l) } {
-            // SAFETY: as above.
-            return unsafe { foreign_lock(l, Write, Wait::Try) };
-        }
-        // SAFETY: the caller's rwlock.
-        unsafe { lock(l, Write, Wait::Try) }
+        unsafe { lock_here(l, Write, Wait::Try) }
     }
 
     /// `pthread_rwlock_timedrdlock` (CLOCK_REALTIME).
@@ -531,7 +507,8 @@ hook! {
             // SAFETY: the caller's rwlock.
             return unsafe { super::pshared::rwlock::unlock(l) };
         }
-        if !hub::is_fiber_thread() || crate::gate::foreign_threads() {
+        // A thread that is not a fiber got here noted (see `ours`).
+        if crate::gate::foreign_threads() {
             // SAFETY: the caller's rwlock.
             return unsafe { unlock_shared_with_threads(l as usize) };
         }

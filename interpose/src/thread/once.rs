@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use libc::{c_int, pthread_once_t};
 
 use super::current_record;
-use crate::gate::emulating;
+use crate::gate::emulating_objects;
 use crate::hook::hook;
 
 const IN_PROGRESS: i32 = 1;
@@ -104,17 +104,10 @@ fn run_init(o: usize, f: extern "C" fn()) {
     }
 }
 
-/// The gate's other half: a thread that is not the fibers' own is noted
-/// (see the module docs), and goes on to glibc's `pthread_once` (false).
-fn noted_foreign() -> bool {
-    // Asked only when `emulating` is false; this notes such a thread.
-    crate::gate::emulating_objects();
-    false
-}
-
 hook! {
     /// `pthread_once`.
-    #[gate(emulating() || noted_foreign())]
+    // A thread that is not a fiber is noted here (see the module docs).
+    #[gate(emulating_objects())]
     [thread] fn pthread_once(o: *mut pthread_once_t, f: extern "C" fn()) -> c_int {
         let key = o as usize;
         let w = word(key);
