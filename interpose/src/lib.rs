@@ -205,21 +205,86 @@ pub(crate) mod gate {
         ObjectsCaller::Beside
     }
 
+    /// An OS thread other than the fibers' own has used a pthread object
+    /// through the hooks, or will (see [`foreign_thread`]): the fibers'
+    /// sequences of plain instructions on an object's words give way
+    /// ([`plain`]).
     static FOREIGN: AtomicBool = AtomicBool::new(false);
+    /// [`FOREIGN`], and the fibers' thread is known to have seen it: no
+    /// sequence of plain instructions begun before it is still under way.
+    /// Until then a thread that is not the fibers' own waits
+    /// ([`foreign_thread`]).
+    static FENCED: AtomicBool = AtomicBool::new(false);
+    /// The fibers' thread is in a sequence of plain instructions on a
+    /// pthread object's words ([`plain`]). Only that thread writes it.
+    static PLAIN: AtomicBool = AtomicBool::new(false);
 
     /// Notes that an OS thread other than the fibers' own uses, or will
-    /// use, pthread objects through glibc: one glibc makes for a
-    /// `SIGEV_THREAD` notification, before it has run (see `notify`).
-    ///
-    /// The first note fences the fibers' thread (`sync::fence_fibers`), so
-    /// that an unlock of theirs made by plain stores, which may be under
-    /// way, cannot pass unseen by the glibc lock this thread makes next.
-    #[cold]
+    /// use, pthread objects: one glibc makes for a `SIGEV_THREAD`
+    /// notification, before it has run (see `notify`), or the caller.
+    /// Returns once it is safe for such a thread to touch an object the
+    /// fibers use (see [`plain`]).
+    #[inline]
     pub(crate) fn foreign_thread() {
-        if !FOREIGN.load(Ordering::Relaxed) && !FOREIGN.swap(true, Ordering::SeqCst) {
+        if !FENCED.load(Ordering::Acquire) {
+            first_foreign_thread();
+        }
+    }
+
+    /// The first note of [`foreign_thread`], and every note made before
+    /// the first has finished: a handshake with the fibers' thread.
+    ///
+    /// A fiber frees a mutex nobody waits for, or an rwlock, or arrives at
+    /// a barrier, by plain loads and stores on the object's words, since no
+    /// other fiber can come between them ([`plain`]). A thread on another
+    /// CPU can, with an atomic instruction on the same words, and one of
+    /// the two updates would be lost (a lock held twice, a lost wake-up).
+    /// So the first note sets [`FOREIGN`], from which on the fibers use
+    /// atomic instructions; then makes the fibers' thread run a full
+    /// memory barrier and waits until it has (`sync::fence_fibers`); then
+    /// waits for [`PLAIN`] to be clear. A sequence that looked at
+    /// [`FOREIGN`] before the barrier had set [`PLAIN`] before its look,
+    /// and the barrier made that store visible here; one that looks after
+    /// it sees [`FOREIGN`] and does not start. Other notes made meanwhile
+    /// wait for the first to finish ([`FENCED`]).
+    #[cold]
+    #[inline(never)]
+    fn first_foreign_thread() {
+        if !FOREIGN.swap(true, Ordering::SeqCst) {
             #[cfg(greenhook_linux_hooks)]
             crate::sync::fence_fibers();
+            // A sequence is a few instructions, but the fibers' thread may
+            // be descheduled in one.
+            while PLAIN.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            FENCED.store(true, Ordering::Release);
         }
+        while !FENCED.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+    }
+
+    /// Runs `f`, a sequence of plain loads and stores on a pthread object's
+    /// words made by the fibers' thread, unless an OS thread other than
+    /// the fibers' own has been noted ([`foreign_thread`]): then `None`,
+    /// without running it, and the caller takes its atomic path. The
+    /// sequence may not block, switch fibers or let a signal handler run
+    /// (a hook depth or `hook::lean`'s shield is held), and `None` from
+    /// `f` also sends the caller to its other path.
+    ///
+    /// Between the first note and the end of its handshake, a sequence
+    /// under way is waited for (see [`first_foreign_thread`]); after it,
+    /// none starts. This costs the fibers two plain stores to one global.
+    #[inline(always)]
+    pub(crate) fn plain<R>(f: impl FnOnce() -> Option<R>) -> Option<R> {
+        PLAIN.store(true, Ordering::Relaxed);
+        // The look at FOREIGN after the store, in the code; on the CPU it
+        // may pass it, which the first note's barrier covers.
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        let r = if FOREIGN.load(Ordering::Relaxed) { None } else { f() };
+        PLAIN.store(false, Ordering::Release);
+        r
     }
 
     /// Whether an OS thread other than the fibers' own has used a pthread
@@ -228,6 +293,16 @@ pub(crate) mod gate {
     #[inline]
     pub(crate) fn foreign_threads() -> bool {
         FOREIGN.load(Ordering::Relaxed)
+    }
+
+    /// In a forked child, where the forking thread is the only one and is
+    /// in no sequence: a handshake the parent left half done is done, and
+    /// a sequence the parent's fibers' thread was in is over.
+    pub(crate) fn after_fork_child() {
+        PLAIN.store(false, Ordering::Relaxed);
+        if FOREIGN.load(Ordering::Relaxed) {
+            FENCED.store(true, Ordering::Release);
+        }
     }
 
     /// A wait here can let a fiber run: the caller is a fiber, or a root

@@ -194,6 +194,7 @@ fn forked_by(fork: impl FnOnce() -> pid_t) -> pid_t {
         crate::fd::private_pipes_after_fork();
         crate::fd::mark_sockets_after_fork();
         crate::sync::after_fork_child();
+        crate::gate::after_fork_child();
         errno::set(e);
     }
     pid

@@ -9,10 +9,9 @@
 //! find, and the process died of `SIGFPE`): it uses ours, by atomic
 //! instructions, and sleeps in the kernel on the generation word, counted
 //! in [`SLEEPERS`]. Once such a thread is known the fibers arrive by
-//! atomic instructions too ([`arrive_shared_with_threads`]). As for
-//! rwlocks, an arrival a fiber is making by plain stores at the very
-//! moment the first such thread appears and arrives at the same barrier
-//! is not covered.
+//! atomic instructions too ([`arrive_shared_with_threads`]); an arrival
+//! a fiber is making by plain stores when the first such thread appears
+//! is finished before that thread goes on (`gate::plain`).
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -132,28 +131,37 @@ hook! {
             return unsafe { pshared::barrier::wait(b) };
         }
         let a = b as usize;
-        if crate::gate::foreign_threads() {
-            // SAFETY: the caller's barrier, process-private.
-            return unsafe { arrive_shared_with_threads(a) };
-        }
         // SAFETY: the caller's barrier.
         let [count, arrived, gen, _] = unsafe { words(a) };
-        let n = arrived.load(Ordering::Relaxed) + 1;
-        if n >= count.load(Ordering::Relaxed) {
-            arrived.store(0, Ordering::Relaxed);
-            // Only the fibers of one hub use an emulated barrier, one at a
-            // time (a signal handler runs only at a safe point, never
-            // inside a hook): program order is enough, no locked add.
-            gen.store(gen.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
-            wake_all(a);
-            return libc::PTHREAD_BARRIER_SERIAL_THREAD;
+        // Only the fibers of one hub use the words this way, one at a time
+        // (a signal handler runs only at a safe point, never inside a
+        // hook): program order is enough, no locked add. Some(None): the
+        // last arrival; Some(Some(g)): wait for generation g to pass.
+        let arrival = crate::gate::plain(|| {
+            let n = arrived.load(Ordering::Relaxed) + 1;
+            if n >= count.load(Ordering::Relaxed) {
+                arrived.store(0, Ordering::Relaxed);
+                gen.store(gen.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
+                return Some(None);
+            }
+            arrived.store(n, Ordering::Relaxed);
+            Some(Some(gen.load(Ordering::Relaxed)))
+        });
+        match arrival {
+            Some(None) => {
+                wake_all(a);
+                libc::PTHREAD_BARRIER_SERIAL_THREAD
+            }
+            Some(Some(g)) => {
+                while gen.load(Ordering::Acquire) == g {
+                    park(Kind::Barrier, a, tag(0), None, || gen.load(Ordering::Relaxed) == g);
+                }
+                0
+            }
+            // Threads that are not fibers are known.
+            // SAFETY: the caller's barrier, process-private.
+            None => unsafe { arrive_shared_with_threads(a) },
         }
-        arrived.store(n, Ordering::Relaxed);
-        let g = gen.load(Ordering::Relaxed);
-        while gen.load(Ordering::Acquire) == g {
-            park(Kind::Barrier, a, tag(0), None, || gen.load(Ordering::Relaxed) == g);
-        }
-        0
     }
 
     /// `pthread_barrier_destroy`: EBUSY while fibers wait on it.

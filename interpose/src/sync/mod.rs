@@ -293,27 +293,16 @@ fn foreign_release(addr: usize, n: usize) {
     }
 }
 
-/// A thread that is not the fibers' own has just been noted
-/// (`gate::foreign_thread`): makes the fibers' OS thread run a full memory
-/// barrier, and waits until it has (`membarrier`), before this thread goes
-/// on to glibc's lock.
-///
-/// Why: a fiber frees a mutex nobody waits for by plain instructions (a
-/// look at the word, then a store of 0: `mutex::release_unwaited`), since
-/// no other fiber can come between them. A thread on another CPU can, with
-/// glibc's lock: its exchange of 2 between our look and our store, then a
-/// sleep in the kernel that our 0 never ends. Once such a thread is known
-/// the fibers free the word with glibc's exchange instead, but an unlock
-/// may already be past that check. So after its store it looks again
-/// (`mutex::release_unwaited`), and this barrier makes sure it sees the
-/// note: either its store was made before the barrier, and this thread's
-/// exchange finds 0 (the lock is free), or its second look comes after the
-/// barrier and sees the note, and it wakes the kernel's sleeper.
+/// A thread that is not the fibers' own has just been noted for the first
+/// time (`gate::foreign_thread`): makes the fibers' OS thread run a full
+/// memory barrier, and waits until it has (`membarrier`), so that a
+/// sequence of plain instructions it began before the note is seen by the
+/// handshake that follows (`gate::plain`).
 ///
 /// Without `membarrier` (a seccomp filter, a kernel before 4.14), nothing
-/// is fenced: the unlock's store would then have to stay in its CPU's
-/// store buffer for as long as this thread's system call into the kernel's
-/// futex takes to read the word, for the wake-up to be lost.
+/// is fenced: the fibers' thread's store of its flag would then have to
+/// stay in its CPU's store buffer for as long as the failed system calls
+/// here take, for the handshake to miss it.
 pub(crate) fn fence_fibers() {
     // linux/membarrier.h.
     const GLOBAL: libc::c_long = 1;

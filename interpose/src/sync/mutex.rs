@@ -127,14 +127,10 @@ unsafe fn unlock_fast(m: *mut pthread_mutex_t) -> Option<c_int> {
     if unsafe { word(a, KIND) }.load(Ordering::Relaxed) & (KIND_ROBUST_FLAG | KIND_PSHARED_FLAG | 3) != 0 {
         return None;
     }
-    // The address comes back through `lean`'s answer, not kept beside it
-    // (which made every call save registers).
-    let a = crate::hook::lean(|| {
+    crate::hook::lean(|| {
         // SAFETY: per the contract.
-        unsafe { release_unwaited(a) }.then_some(a)
-    })?;
-    // SAFETY: per the contract; released just above.
-    Some(unsafe { look_again(a) })
+        unsafe { release_unwaited(a) }.then_some(0)
+    })
 }
 
 /// [`acquire`] when the lock is taken, or robust, or process-shared.
@@ -214,8 +210,6 @@ pub(super) unsafe fn release(m: *mut pthread_mutex_t, full: bool) -> Result<i32,
     let kind_word = unsafe { word(a, KIND) }.load(Ordering::Relaxed);
     // SAFETY: per the contract.
     if kind_word & (KIND_ROBUST_FLAG | KIND_PSHARED_FLAG | 3) == 0 && unsafe { release_unwaited(a) } {
-        // SAFETY: per the contract; released just above.
-        unsafe { look_again(a) };
         return Ok(1);
     }
     // SAFETY: per the contract.
@@ -229,61 +223,33 @@ pub(super) unsafe fn release(m: *mut pthread_mutex_t, full: bool) -> Result<i32,
 /// The look at the word and the store of 0 are two plain instructions: a
 /// fiber of this thread cannot come between them, but a thread that is not
 /// a fiber can, with glibc's lock (its exchange to 2, then a sleep in the
-/// kernel that our 0 would never end). Once such a thread has used a
-/// pthread object (`gate::foreign_threads`), every unlock is glibc's own
+/// kernel that our 0 would never end). So they are a [`gate::plain`]
+/// sequence: once such a thread is known, every unlock is glibc's own
 /// shape instead, an atomic exchange and a wake-up if it found 2
-/// (`release_slow`). An unlock already past that check when the first such
-/// thread is noted looks again after its store ([`look_again`]).
+/// (`release_slow`).
+///
+/// [`gate::plain`]: crate::gate::plain
 ///
 /// # Safety
 /// `a` is a live normal mutex, and no signal handler runs meanwhile (a
 /// hook depth or `hook::lean`'s shield is held).
 #[inline(always)]
 unsafe fn release_unwaited(a: usize) -> bool {
-    if crate::gate::foreign_threads() {
-        return false;
-    }
-    // SAFETY: per the contract.
-    let lock = unsafe { word(a, LOCK) };
-    if lock.load(Ordering::Relaxed) != LOCKED {
-        return false;
-    }
-    // SAFETY: per the contract.
-    unsafe {
-        word(a, OWNER).store(0, Ordering::Relaxed);
-        word(a, COUNT).store(0, Ordering::Relaxed);
-    }
-    lock.store(0, Ordering::Release);
-    true
-}
-
-/// After [`release_unwaited`] freed the mutex at `a`: if the first thread
-/// that is not a fiber was noted meanwhile, our store of 0 may have
-/// overwritten its 2, so one sleeper it left in the kernel is woken
-/// (glibc's lock takes a spurious wake-up as a reason to look again). The
-/// look is after the store in the code; on the CPU it may pass it, which
-/// `sync::fence_fibers` is for. Outside the fast path's shield: nothing
-/// here needs one, and the wake-up is then the fast path's last call.
-/// Returns 0, the unlock's answer.
-///
-/// # Safety
-/// `a` is a live mutex.
-#[inline(always)]
-unsafe fn look_again(a: usize) -> c_int {
-    std::sync::atomic::compiler_fence(Ordering::SeqCst);
-    if crate::gate::foreign_threads() {
-        return wake_foreign_late(a);
-    }
-    0
-}
-
-/// [`look_again`]'s wake-up, out of line; returns 0.
-#[cold]
-#[inline(never)]
-fn wake_foreign_late(a: usize) -> c_int {
-    // SAFETY: `look_again`'s caller's live mutex.
-    super::futex_wake(unsafe { word(a, LOCK) }, 1, false);
-    0
+    crate::gate::plain(|| {
+        // SAFETY: per the contract.
+        let lock = unsafe { word(a, LOCK) };
+        if lock.load(Ordering::Relaxed) != LOCKED {
+            return None;
+        }
+        // SAFETY: per the contract.
+        unsafe {
+            word(a, OWNER).store(0, Ordering::Relaxed);
+            word(a, COUNT).store(0, Ordering::Relaxed);
+        }
+        lock.store(0, Ordering::Release);
+        Some(())
+    })
+    .is_some()
 }
 
 /// [`release`] for the other kinds, or with waiters.

@@ -13,12 +13,9 @@
 //! sleeps in the kernel on the state word, counted in `__writers_futex`
 //! ([`SLEEPERS`]). Once such a thread is known
 //! (`gate::foreign_threads`) the fibers' unlocks are atomic too, and wake
-//! both kinds of waiter. An unlock a fiber is making by plain stores at
-//! the moment the first such thread appears is not covered: one that
-//! thread's own first lock of the same rwlock meets, in the few
-//! instructions between a look and a store, can lose that lock's count
-//! (a `SIGEV_THREAD` notification is known before its thread exists, so
-//! it never meets one).
+//! both kinds of waiter. An unlock a fiber is making by plain stores when
+//! the first such thread appears is finished before that thread goes on
+//! (`gate::plain`).
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -182,32 +179,31 @@ unsafe fn unlock_fast(l: *mut pthread_rwlock_t) -> Option<c_int> {
     }
     let a = l as usize;
     crate::hook::lean(|| {
-        if crate::gate::foreign_threads() {
-            return None;
-        }
-        // SAFETY: the caller's rwlock.
-        let (state, waiters) = unsafe { (word(a, STATE), word(a, WAITERS)) };
-        let s = state.load(Ordering::Relaxed);
-        if s == 1 && waiters.load(Ordering::Relaxed) == 0 {
-            // The last reader: a constant store, which does not wait for
-            // the load (only the branch does, and it is predicted).
-            state.store(0, Ordering::Release);
-            return Some(0);
-        }
-        if s > 1 {
-            state.store(s - 1, Ordering::Release);
-            return Some(0);
-        }
-        if s == -1 && waiters.load(Ordering::Relaxed) == 0 {
+        crate::gate::plain(|| {
             // SAFETY: the caller's rwlock.
-            let writer = unsafe { word(a, WRITER) };
-            if writer.load(Ordering::Relaxed) == hub::owner_id() {
-                writer.store(0, Ordering::Relaxed);
+            let (state, waiters) = unsafe { (word(a, STATE), word(a, WAITERS)) };
+            let s = state.load(Ordering::Relaxed);
+            if s == 1 && waiters.load(Ordering::Relaxed) == 0 {
+                // The last reader: a constant store, which does not wait for
+                // the load (only the branch does, and it is predicted).
                 state.store(0, Ordering::Release);
                 return Some(0);
             }
-        }
-        None
+            if s > 1 {
+                state.store(s - 1, Ordering::Release);
+                return Some(0);
+            }
+            if s == -1 && waiters.load(Ordering::Relaxed) == 0 {
+                // SAFETY: the caller's rwlock.
+                let writer = unsafe { word(a, WRITER) };
+                if writer.load(Ordering::Relaxed) == hub::owner_id() {
+                    writer.store(0, Ordering::Relaxed);
+                    state.store(0, Ordering::Release);
+                    return Some(0);
+                }
+            }
+            None
+        })
     })
 }
 
@@ -507,36 +503,40 @@ hook! {
             // SAFETY: the caller's rwlock.
             return unsafe { super::pshared::rwlock::unlock(l) };
         }
-        // A thread that is not a fiber got here noted (see `ours`).
-        if crate::gate::foreign_threads() {
-            // SAFETY: the caller's rwlock.
-            return unsafe { unlock_shared_with_threads(l as usize) };
-        }
         let a = l as usize;
         // SAFETY: the caller's rwlock.
         let (state, writer, waiters) = unsafe { (word(a, STATE), word(a, WRITER), word(a, WAITERS)) };
-        let s = state.load(Ordering::Relaxed);
-        let wake = |waiters: &std::sync::atomic::AtomicI32| {
-            if waiters.load(Ordering::Relaxed) != 0 {
-                waiters.store(0, Ordering::Relaxed);
-                wake_all(a);
+        // Err is the answer; Ok(true) asks for the fibers' wake-up, made
+        // after the sequence.
+        let unlocked = crate::gate::plain(|| {
+            let s = state.load(Ordering::Relaxed);
+            let woken = || waiters.load(Ordering::Relaxed) != 0 && { waiters.store(0, Ordering::Relaxed); true };
+            Some(if s == -1 {
+                if writer.load(Ordering::Relaxed) != hub::owner_id() {
+                    return Some(Err(libc::EPERM));
+                }
+                writer.store(0, Ordering::Relaxed);
+                state.store(0, Ordering::Release);
+                Ok(woken())
+            } else if s > 0 {
+                state.store(s - 1, Ordering::Release);
+                Ok(s == 1 && woken())
+            } else {
+                Err(libc::EPERM)
+            })
+        });
+        match unlocked {
+            Some(Ok(wake)) => {
+                if wake {
+                    wake_all(a);
+                }
+                0
             }
-        };
-        if s == -1 {
-            if writer.load(Ordering::Relaxed) != hub::owner_id() {
-                return libc::EPERM;
-            }
-            writer.store(0, Ordering::Relaxed);
-            state.store(0, Ordering::Release);
-            wake(waiters);
-        } else if s > 0 {
-            state.store(s - 1, Ordering::Release);
-            if s == 1 {
-                wake(waiters);
-            }
-        } else {
-            return libc::EPERM;
+            Some(Err(e)) => e,
+            // Threads that are not fibers are known (a foreign caller got
+            // here noted: see `ours`).
+            // SAFETY: the caller's rwlock.
+            None => unsafe { unlock_shared_with_threads(a) },
         }
-        0
     }
 }
