@@ -313,3 +313,13 @@ fn a_thread_that_is_not_a_fiber_shares_locks_with_fibers() {
 fn a_thread_that_is_not_a_fiber_shares_once_with_fibers() {
     differential("foreign_once", &[]);
 }
+
+/// A thread made behind the hooks signals and cancels threads that are
+/// fibers: `pthread_kill`, `pthread_sigqueue` (with its value) and
+/// `pthread_cancel` reach them through the fibers' thread, with glibc's
+/// answers (they answered as for a joined thread and reached nobody: the
+/// fibers blocked for good).
+#[test]
+fn a_thread_that_is_not_a_fiber_signals_and_cancels_fibers() {
+    differential("foreign_signal", &[]);
+}

@@ -87,7 +87,7 @@ pub use park::{park, park_object, parked, parked_where, unpark, unpark_best, unp
 pub use per_thread::PerThread;
 pub use pool::{offload, offload_interruptible, pool_size};
 pub use priority::{preempt_point, preempt_wanted, set_priority};
-pub use remote::{park_remote, unpark_from_elsewhere, wait_remote, RemoteWaker};
+pub use remote::{call_on_fiber_hub, park_remote, unpark_from_elsewhere, wait_remote, RemoteWaker};
 pub use spawn::{
     exit_current, for_each_task, home_thread_pointer, join, join_interruptible, join_until, live_fibers, on_thread_tls,
     run_tls_destructors, spawn, Spawn,

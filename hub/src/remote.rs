@@ -22,6 +22,9 @@ struct Shared {
     /// Keys to unpark, with how many, from threads that are not the hub's
     /// ([`unpark_from_elsewhere`]).
     unparks: SegQueue<(usize, usize)>,
+    /// Work for the hub's thread from threads that are not the hub's
+    /// ([`call_on_fiber_hub`]).
+    calls: SegQueue<Box<dyn FnOnce() + Send>>,
     notified: AtomicBool,
     notifier: Notifier,
 }
@@ -56,6 +59,25 @@ pub fn unpark_from_elsewhere(key: usize, n: usize) {
     target.announce();
 }
 
+/// Has the hub that runs the process's fibers call `f` on its own thread,
+/// at its loop's next turn, from a thread that is not that hub's (on it,
+/// `f` runs now). For what only that thread may touch: its fibers'
+/// records, their signals, their cancellation. The caller does not wait:
+/// that hub may be blocked in the kernel until the caller does something.
+/// False, and `f` dropped, when no hub has run fibers.
+pub fn call_on_fiber_hub(f: Box<dyn FnOnce() + Send>) -> bool {
+    let Some(target) = FIBER_HUB.get() else { return false };
+    if let Some(hub) = Hub::existing() {
+        if Arc::ptr_eq(&hub.remote.shared, target) {
+            f();
+            return true;
+        }
+    }
+    crate::internal::bookkeeping(|| target.calls.push(f));
+    target.announce();
+    true
+}
+
 /// The hub side.
 pub(crate) struct Inbox {
     shared: Arc<Shared>,
@@ -72,6 +94,7 @@ impl Inbox {
             shared: Arc::new(Shared {
                 queue: SegQueue::new(),
                 unparks: SegQueue::new(),
+                calls: SegQueue::new(),
                 notified: AtomicBool::new(false),
                 notifier,
             }),
@@ -99,6 +122,8 @@ impl Inbox {
         std::mem::forget(std::mem::take(&mut *self.pending.borrow_mut()));
         self.holds.set(0);
         while self.shared.queue.pop().is_some() {}
+        // The parent's other threads asked about fibers the child has not.
+        while self.shared.calls.pop().is_some() {}
         self.shared.notified.store(false, Ordering::SeqCst);
     }
 
@@ -117,6 +142,9 @@ impl Inbox {
         }
         while let Some((key, n)) = crate::internal::bookkeeping(|| self.shared.unparks.pop()) {
             crate::unpark(key, n);
+        }
+        while let Some(f) = crate::internal::bookkeeping(|| self.shared.calls.pop()) {
+            f();
         }
     }
 

@@ -66,9 +66,10 @@ static void inspect(char *out, size_t n, pthread_t t)
     if (ga == 0)
         pthread_attr_destroy(&a);
     snprintf(out, n,
-             "kill0=%s kill_usr1=%s sigqueue=%s setname=%s getname=%s getattr=%s getsched=%s setsched=%s "
+             "kill0=%s kill_usr1=%s sigqueue0=%s sigqueue=%s setname=%s getname=%s getattr=%s getsched=%s setsched=%s "
              "setprio=%s cpuclock=%s getaffinity=%s setaffinity=%s equal_self=%d",
-             en(pthread_kill(t, 0)), en(pthread_kill(t, SIGUSR1)), en(pthread_sigqueue(t, SIGUSR1, v)),
+             en(pthread_kill(t, 0)), en(pthread_kill(t, SIGUSR1)), en(pthread_sigqueue(t, 0, v)),
+             en(pthread_sigqueue(t, SIGUSR1, v)),
              en(pthread_setname_np(t, "renamed")), en(pthread_getname_np(t, name, sizeof name)), en(ga),
              en(pthread_getschedparam(t, &policy, &sp)), en(pthread_setschedparam(t, SCHED_OTHER, &sp)),
              en(pthread_setschedprio(t, 0)), en(pthread_getcpuclockid(t, &clk)),

@@ -109,7 +109,7 @@ static HANDLERS: [AtomicUsize; NSIG] = [const { AtomicUsize::new(0) }; NSIG];
 static FLAGS: [AtomicI32; NSIG] = [const { AtomicI32::new(0) }; NSIG];
 static MASKS: [AtomicU64; NSIG] = [const { AtomicU64::new(0) }; NSIG];
 
-fn valid(sig: c_int) -> bool {
+pub(crate) fn valid(sig: c_int) -> bool {
     (1..NSIG as c_int).contains(&sig)
 }
 

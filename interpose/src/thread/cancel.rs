@@ -170,7 +170,19 @@ fn set(flag: &Cell<bool>, new: c_int, old: *mut c_int, on: c_int, off: c_int) ->
 hook! {
     /// `pthread_cancel`: marks the cancellation and interrupts the fiber's
     /// current wait. A thread that ended gets nothing (0, as glibc answers).
+    /// From an OS thread that is not the fibers' own, it is carried to
+    /// theirs (`thread::to_fibers_thread`).
     [thread] fn pthread_cancel(t: pthread_t) -> c_int {
+        if super::from_elsewhere(t) {
+            return super::to_fibers_thread(t, |rec| {
+                if !rec.exiting.get() {
+                    rec.cancel.request();
+                    if !rec.cancel.disabled.get() {
+                        rec.task.interrupt();
+                    }
+                }
+            });
+        }
         let rec = match resolve(t) {
             Target::Fiber(rec) => rec,
             Target::Gone(Gone::Never) => return libc::ESRCH,

@@ -84,9 +84,14 @@ pub(super) fn ended_detached(h: usize) {
     });
 }
 
+/// Whether our handle `h` was issued (its thread may have ended since).
+pub(super) fn issued(h: usize) -> bool {
+    h & ((1 << SHIFT) - 1) == 0 && serial(h) != 0 && serial(h) < next_serial()
+}
+
 /// How the thread of our handle `h`, no longer in the registry, ended.
 pub(super) fn gone(h: usize) -> Gone {
-    if h & ((1 << SHIFT) - 1) != 0 || serial(h) == 0 || serial(h) >= next_serial() {
+    if !issued(h) {
         return Gone::Never;
     }
     if DETACHED.with(|d| d.borrow().contains(&h)) {

@@ -11,6 +11,17 @@
 //! glibc would crash. Otherwise (threads not fibers) every hook here passes
 //! through.
 //!
+//! The registry is the fibers' OS thread's. Another OS thread (one a
+//! library made with libc's own `pthread_create`, a `SIGEV_THREAD`
+//! notification's) holding a fiber's handle can signal or cancel it: the
+//! call is carried to the fibers' thread, which makes it at its hub's next
+//! turn ([`to_fibers_thread`]), and answered as for a live thread (0, or
+//! `ESRCH` for a handle never issued; `pthread_sigqueue` to a fiber that
+//! ended answers 0 there, where glibc says `ESRCH`). Its other calls on a
+//! fiber's handle (join, detach, names, attributes, scheduling, affinity)
+//! answer as for a joined thread: they would have to wait for the fibers'
+//! thread, which may itself be waiting for the caller.
+//!
 //! This file holds the record and the registry, and a thread's life from
 //! the outside: create, join (with joiner cycles answered `EDEADLK`, and
 //! the root joinable by its fibers), detach, `pthread_self`, attributes,
@@ -262,6 +273,37 @@ enum Target {
     Gone(Gone),
     /// glibc's: for the real function.
     Real,
+}
+
+/// Whether `t` is one of our handles, given by an OS thread that is not the
+/// fibers' own (one a library made with libc's own `pthread_create`, a
+/// `SIGEV_THREAD` notification's). The registry is the fibers' thread's:
+/// what `pthread_kill`, `pthread_sigqueue` and `pthread_cancel` do to the
+/// fiber is carried there ([`to_fibers_thread`]); the other calls on a
+/// `pthread_t` answer `ESRCH` (see the module docs).
+fn from_elsewhere(t: pthread_t) -> bool {
+    handle::is_ours(t) && !hub::is_fiber_thread()
+}
+
+/// Has the fibers' thread run `f` on the live fiber whose handle is `t`,
+/// at its hub's next turn (see [`from_elsewhere`]); a fiber that ended
+/// meanwhile gets nothing. Returns the answer of a call that a live
+/// thread's handle gets, 0, or `ESRCH` for a handle never issued. The
+/// caller does not wait for `f`: it is a signal or a cancellation, which
+/// reaches its thread later anyway, and the fibers' thread may be blocked
+/// until the caller goes on.
+fn to_fibers_thread(t: pthread_t, f: impl FnOnce(&Record) + Send + 'static) -> c_int {
+    if !handle::issued(t as usize) {
+        return libc::ESRCH;
+    }
+    hub::call_on_fiber_hub(Box::new(move || {
+        if let Target::Fiber(rec) = resolve(t) {
+            if !rec.ended.get() {
+                f(&rec);
+            }
+        }
+    }));
+    0
 }
 
 fn resolve(t: pthread_t) -> Target {
@@ -728,6 +770,21 @@ hook! {
     /// a fiber or the root (this OS thread's own handle). A thread that
     /// ended gets nothing and the answer is 0, as glibc's.
     [signal] fn pthread_kill(t: pthread_t, sig: c_int) -> c_int {
+        if from_elsewhere(t) {
+            // In glibc's order: the internal signals, the handle, the
+            // signal number (the kernel's, for a live thread).
+            if internal_signal(sig) {
+                return libc::EINVAL;
+            }
+            if handle::issued(t as usize) && sig != 0 && !crate::signal::valid(sig) {
+                return libc::EINVAL;
+            }
+            return to_fibers_thread(t, move |rec| {
+                if sig != 0 {
+                    crate::signal::kill(rec.task.id(), sig, None);
+                }
+            });
+        }
         match resolve(t) {
             Target::Real if sig != 0 && own_root(t) => {
                 if internal_signal(sig) {
@@ -757,10 +814,27 @@ hook! {
     /// its value, as for [`pthread_kill`]; a thread that ended is `ESRCH`,
     /// before the signal is looked at, as in glibc.
     [signal] fn pthread_sigqueue(t: pthread_t, sig: c_int, v: libc::sigval) -> c_int {
+        if from_elsewhere(t) {
+            // In glibc's order: the handle, the internal signals, the
+            // signal number (the kernel's).
+            if handle::issued(t as usize) && (internal_signal(sig) || sig != 0 && !crate::signal::valid(sig)) {
+                return libc::EINVAL;
+            }
+            // The value is the caller's word, carried as a number.
+            let value = v.sival_ptr as usize;
+            return to_fibers_thread(t, move |rec| {
+                if sig != 0 {
+                    let v = libc::sigval { sival_ptr: value as *mut c_void };
+                    crate::signal::kill(rec.task.id(), sig, Some(v));
+                }
+            });
+        }
         match resolve(t) {
             Target::Fiber(rec) if !rec.ended.get() => {
                 if internal_signal(sig) {
                     libc::EINVAL
+                } else if sig == 0 {
+                    0 // the kernel's check that the thread exists
                 } else {
                     crate::signal::kill(rec.task.id(), sig, Some(v))
                 }
