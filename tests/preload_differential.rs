@@ -323,3 +323,11 @@ fn a_thread_that_is_not_a_fiber_shares_once_with_fibers() {
 fn a_thread_that_is_not_a_fiber_signals_and_cancels_fibers() {
     differential("foreign_signal", &[]);
 }
+
+/// On a kernel that refuses `epoll_pwait2` (older than 5.11, or a seccomp
+/// filter, as here), the hub's fine timed waits go on with `epoll_pwait`'s
+/// whole milliseconds: every sleep between fibers still ends, none early.
+#[test]
+fn fine_waits_go_on_where_epoll_pwait2_is_refused() {
+    differential("no_epoll_pwait2", &[]);
+}
