@@ -294,3 +294,15 @@ fn native_threads_from_named_libraries() {
     );
     assert_eq!(named.stdout, "program: shared\nlibrary: own\n", "{}", named.describe());
 }
+
+/// Loads and unloads one at a time, as glibc's loader lock makes them
+/// among threads: four threads dlopen and dlclose copies of a library
+/// whose constructor and destructor sleep, and a constructor loads another
+/// copy from inside itself. glibc's lock is recursive by thread id, which
+/// fibers share: their constructors ran five at once, and a dlclose made
+/// meanwhile returned before its library's destructor ran.
+#[test]
+fn loads_and_unloads_are_one_at_a_time_among_fibers() {
+    let lib = compile_shared("loader_serial_lib");
+    differential("loader_serial", &[lib.to_str().expect("a UTF-8 path")]);
+}

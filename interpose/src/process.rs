@@ -195,6 +195,8 @@ fn forked_by(fork: impl FnOnce() -> pid_t) -> pid_t {
         crate::fd::mark_sockets_after_fork();
         crate::sync::after_fork_child();
         crate::gate::after_fork_child();
+        #[cfg(all(target_arch = "x86_64", target_env = "gnu", not(greenhook_table)))]
+        crate::thread::dlopen_after_fork_child();
         errno::set(e);
     }
     pid

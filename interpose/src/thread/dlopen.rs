@@ -2,6 +2,15 @@
 //! own exist gets its static TLS initialised in their blocks too, as glibc
 //! initialises it in its threads' (see `fiber::tls::loaded`).
 //!
+//! And one load or unload at a time among fibers (`dlclose` too), as among
+//! threads. glibc's loader lock (`dl_load_lock`), held through the
+//! constructors a `dlopen` runs and the destructors of a `dlclose`, is
+//! recursive by thread id, which every fiber of an OS thread shares: it let
+//! a second fiber's `dlopen` in while the first one's constructor waited
+//! (on a sleep, on I/O), so constructors that natively run one library at
+//! a time ran interleaved. [`LOADER`] is that lock among fibers, taken
+//! around the real call and recursive per fiber (a constructor may load).
+//!
 //! ## Decision: the hook is a trampoline that keeps the caller's address
 //! glibc's `dlopen` reads its own return address to find the calling
 //! object: its `DT_RUNPATH`, the `$ORIGIN` of a relative name, its link-map
@@ -16,7 +25,9 @@
 //! caller. Where there is nothing to do (no fiber has TLS of its own, or
 //! the hooks are off) it is a plain tail jump.
 //!
-//! Limits: the calling fiber's copy of the library's thread-locals reads
+//! Limits: a `dlopen` made from code in no object (JIT code) is not held
+//! back by [`LOADER`] (its return cannot be borrowed); the calling fiber's
+//! copy of the library's thread-locals reads
 //! zeros in the library's constructors (glibc would have initialised it
 //! first; the rest of the fiber's copy is right afterwards); a C++
 //! exception thrown through `dlopen` by a constructor cannot be unwound
@@ -24,10 +35,100 @@
 //! `dlopen`s (NSS, iconv modules) are not seen; fibers of other OS
 //! threads' hubs (the Rust API, not the preload) are not initialised.
 
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fiber::tls::loaded::Before;
+use libc::c_int;
+
+use crate::hook::hook;
+
+/// The loader lock among the fibers of an OS thread (see the module docs):
+/// its holder's task id (the root's is 0) and how many times it holds it.
+#[derive(Default)]
+struct Loader {
+    holder: Cell<u64>,
+    depth: Cell<u32>,
+}
+
+/// Per OS thread: see `hub::PerThread`.
+static LOADER: hub::PerThread<Loader> = hub::PerThread::new(Loader::default);
+
+/// Takes [`LOADER`] for the calling fiber (or root), waiting on the hub
+/// while another holds it. Not a cancellation point, as glibc's lock is
+/// not; a signal's handler runs and the wait goes on.
+fn enter_loader() {
+    let me = hub::current_id();
+    loop {
+        let free = LOADER.with(|l| {
+            let mine = l.depth.get() == 0 || l.holder.get() == me;
+            if mine {
+                l.holder.set(me);
+                l.depth.set(l.depth.get() + 1);
+            }
+            mine
+        });
+        if free {
+            return;
+        }
+        let key = &LOADER as *const _ as usize;
+        let held = || LOADER.with(|l| l.depth.get() != 0);
+        if hub::park_object("loader lock", key, 0, None, held) == hub::Park::Interrupted {
+            crate::async_cancel_point();
+        }
+    }
+}
+
+/// Lets go of [`LOADER`] once, waking a fiber waiting for it when free.
+fn leave_loader() {
+    let free = LOADER.with(|l| {
+        let d = l.depth.get() - 1;
+        l.depth.set(d);
+        if d == 0 {
+            l.holder.set(0);
+        }
+        d == 0
+    });
+    if free {
+        hub::unpark(&LOADER as *const _ as usize, 1);
+    }
+}
+
+/// Whether a load or unload here takes [`LOADER`]: pthreads are fibers,
+/// the caller is on their OS thread, and there are fibers to keep out.
+fn loader_lock_here() -> bool {
+    crate::gate::emulating() && hub::live_fibers() > 0
+}
+
+/// In a forked child: the other fibers, which held or waited for
+/// [`LOADER`], are gone; the forking one keeps its hold (a constructor
+/// that forks, as `system` does, returns through its `dlopen` there too).
+pub(crate) fn after_fork_child() {
+    let me = hub::current_id();
+    LOADER.with(|l| {
+        if l.holder.get() != me {
+            l.holder.set(0);
+            l.depth.set(0);
+        }
+    });
+}
+
+hook! {
+    /// `dlclose`: one at a time among fibers, as `dlopen` (see the module
+    /// docs); the destructors it runs are the program's.
+    [thread] fn dlclose(h: *mut c_void) -> c_int {
+        if !loader_lock_here() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { dlclose::real(h) };
+        }
+        enter_loader();
+        // SAFETY: forwarded unchanged.
+        let r = crate::hook::program(|| unsafe { dlclose::real(h) });
+        leave_loader();
+        r
+    }
+}
 
 /// The real `dlopen` and `dlmopen` (the next definitions), resolved by the
 /// first [`before`] call.
@@ -45,11 +146,13 @@ struct Plan {
 
 /// What [`before`] hands to [`after`] through the stack.
 struct State {
-    before: Before,
-    /// The newest fiber that existed before the load: fiber ids only grow,
-    /// and a fiber a constructor makes gets its block with the library's
-    /// image already in it.
-    newest: u64,
+    /// Fibers with TLS of their own to tell of the load: what the TLS
+    /// looked like before it, and the newest fiber that existed then
+    /// (fiber ids only grow, and a fiber a constructor makes gets its
+    /// block with the library's image already in it).
+    tls: Option<(Before, u64)>,
+    /// [`LOADER`] was taken for the call.
+    locked: bool,
 }
 
 /// Resolves `real` (`name` is NUL-terminated) once.
@@ -75,22 +178,31 @@ extern "C" fn before<const M: bool>(ret: usize) -> Plan {
         } else {
             resolve(&REAL_DLOPEN, b"dlopen\0");
         }
-        if !crate::gate::patched() || hub::live_fibers() == 0 || !fiber::tls::enabled() {
+        let lock = loader_lock_here();
+        let tls = crate::gate::patched() && hub::live_fibers() > 0 && fiber::tls::enabled();
+        if !lock && !tls {
             return nothing;
         }
-        let _g = hub::internal::Guard::new();
-        let Some(gadget) = ret_in_object_of(ret) else {
+        let gadget = {
+            let _g = hub::internal::Guard::new();
+            ret_in_object_of(ret)
+        };
+        let Some(gadget) = gadget else {
             return nothing;
         };
-        let caller_tp = hub::with_current_fiber(|f| f.filter(|f| f.has_own_tls()).map(|f| f.thread_pointer()));
-        let mut newest = 0;
-        hub::for_each_task(|t| newest = newest.max(t.id()));
+        if lock {
+            enter_loader();
+        }
+        let _g = hub::internal::Guard::new();
+        let tls = tls.then(|| {
+            let caller_tp = hub::with_current_fiber(|f| f.filter(|f| f.has_own_tls()).map(|f| f.thread_pointer()));
+            let mut newest = 0;
+            hub::for_each_task(|t| newest = newest.max(t.id()));
+            (Before::take(caller_tp), newest)
+        });
         Plan {
             gadget,
-            state: Box::into_raw(Box::new(State {
-                before: Before::take(caller_tp),
-                newest,
-            })),
+            state: Box::into_raw(Box::new(State { tls, locked: lock })),
         }
     });
     let plan = plan.unwrap_or_else(|_| abort_in::<M>());
@@ -104,11 +216,14 @@ extern "C" fn after<const M: bool>(state: *mut State, handle: *mut c_void) {
     let errno = fiber::errno::get();
     let r = std::panic::catch_unwind(|| {
         // SAFETY: `before` made it with Box::into_raw, for this call only.
-        let State { before, newest } = *unsafe { Box::from_raw(state) };
+        let State { tls, locked } = *unsafe { Box::from_raw(state) };
         fiber::tls::loaded_objects_changed();
-        if handle.is_null() {
-            return;
+        if locked {
+            leave_loader();
         }
+        let Some((before, newest)) = tls.filter(|_| !handle.is_null()) else {
+            return;
+        };
         let _g = hub::internal::Guard::new();
         let loaded = before.loaded();
         if loaded.is_empty() {

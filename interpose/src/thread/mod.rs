@@ -62,6 +62,8 @@ pub mod cancel;
 pub mod cputime;
 #[cfg(all(target_arch = "x86_64", target_env = "gnu", not(greenhook_table)))]
 mod dlopen;
+#[cfg(all(target_arch = "x86_64", target_env = "gnu", not(greenhook_table)))]
+pub(crate) use dlopen::after_fork_child as dlopen_after_fork_child;
 pub mod exit;
 mod handle;
 pub mod keys;
