@@ -131,6 +131,12 @@ hook! {
             return unsafe { pshared::barrier::wait(b) };
         }
         let a = b as usize;
+        // A thread that is not a fiber got here noted (see `ours`); the
+        // plain sequence below is the fibers' thread's alone.
+        if crate::gate::foreign_threads() {
+            // SAFETY: the caller's barrier, process-private.
+            return unsafe { arrive_shared_with_threads(a) };
+        }
         // SAFETY: the caller's barrier.
         let [count, arrived, gen, _] = unsafe { words(a) };
         // Only the fibers of one hub use the words this way, one at a time
@@ -158,7 +164,7 @@ hook! {
                 }
                 0
             }
-            // Threads that are not fibers are known.
+            // The first such thread was noted meanwhile.
             // SAFETY: the caller's barrier, process-private.
             None => unsafe { arrive_shared_with_threads(a) },
         }

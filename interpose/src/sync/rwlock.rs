@@ -504,6 +504,12 @@ hook! {
             return unsafe { super::pshared::rwlock::unlock(l) };
         }
         let a = l as usize;
+        // A thread that is not a fiber got here noted (see `ours`); the
+        // plain sequence below is the fibers' thread's alone.
+        if crate::gate::foreign_threads() {
+            // SAFETY: the caller's rwlock.
+            return unsafe { unlock_shared_with_threads(a) };
+        }
         // SAFETY: the caller's rwlock.
         let (state, writer, waiters) = unsafe { (word(a, STATE), word(a, WRITER), word(a, WAITERS)) };
         // Err is the answer; Ok(true) asks for the fibers' wake-up, made
@@ -533,8 +539,7 @@ hook! {
                 0
             }
             Some(Err(e)) => e,
-            // Threads that are not fibers are known (a foreign caller got
-            // here noted: see `ours`).
+            // The first such thread was noted meanwhile.
             // SAFETY: the caller's rwlock.
             None => unsafe { unlock_shared_with_threads(a) },
         }
