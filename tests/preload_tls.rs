@@ -222,3 +222,24 @@ fn a_switch_by_system_call_keeps_thread_state() {
     }
     differential_env("pure_loops_are_preempted", &["signals"], &env);
 }
+
+/// With a malloc that is not glibc's, fibers share their thread's TLS; the
+/// line that says so names the objects whose thread-locals all fibers of a
+/// thread then share (here the program's own), since a program keeping
+/// per-thread state there breaks: BIND's `named` hung at start, with no
+/// word why.
+#[test]
+fn shared_tls_for_a_foreign_malloc_names_the_thread_locals_it_shares() {
+    let bin = compile("own_malloc_tls");
+    let native = run(&bin, &[], false, &[]);
+    assert_eq!(native.stdout, "threads read 8 and 9\n", "{}", native.describe());
+    let r = run(&bin, &[], true, &[]);
+    assert!(r.status.success(), "{}", r.describe());
+    assert!(
+        r.stderr.contains("per-fiber TLS is not available (malloc is ")
+            && r.stderr
+                .contains("the thread-locals of the program are one per OS thread"),
+        "{}",
+        r.describe()
+    );
+}

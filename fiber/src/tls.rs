@@ -228,7 +228,10 @@ pub fn enabled() -> bool {
         match glibc() {
             Ok(_) => true,
             Err(why) => {
-                eprintln!("greenhook: per-fiber TLS is not available ({why}); fibers share their thread's TLS");
+                eprintln!(
+                    "greenhook: per-fiber TLS is not available ({why}); fibers share their thread's TLS{}",
+                    shared_by_fibers()
+                );
                 false
             }
         }
@@ -1002,6 +1005,71 @@ fn max_tls_modid() -> usize {
 /// block reads the highest TLS module id again.
 pub fn loaded_objects_changed() {
     MAX_TLS_MODID.store(0, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// For the line that says per-fiber TLS is off: the loaded objects with
+/// thread-locals (a `PT_TLS` segment) that every fiber of an OS thread will
+/// then share, leaving out glibc's and the loader's (which greenhook keeps
+/// per fiber where it must: `errno`, keys), greenhook's own and a
+/// replacement allocator's (per OS thread by design). A program or library
+/// that keeps per-thread state in the others (a worker's index, an
+/// exception in flight) sees every fiber as one thread: BIND's `named`,
+/// whose workers each keep their id in a thread-local, hangs at start.
+#[cfg(target_os = "linux")]
+fn shared_by_fibers() -> String {
+    const KEPT: [&str; 7] = [
+        "libc.so",
+        "ld-linux",
+        "libgreenhook",
+        "libjemalloc",
+        "libtcmalloc",
+        "libmimalloc",
+        "libpthread",
+    ];
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> libc::c_int {
+        // SAFETY: the loader passes a valid info; `data` is our Vec.
+        unsafe {
+            let info = &*info;
+            let out = &mut *(data as *mut Vec<String>);
+            let phdrs = std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
+            if !phdrs.iter().any(|p| p.p_type == libc::PT_TLS && p.p_memsz > 0) {
+                return 0;
+            }
+            let name = if info.dlpi_name.is_null() || *info.dlpi_name == 0 {
+                "the program".to_string()
+            } else {
+                let full = std::ffi::CStr::from_ptr(info.dlpi_name).to_string_lossy();
+                full.rsplit('/').next().unwrap_or_default().to_string()
+            };
+            out.push(name);
+        }
+        0
+    }
+    let mut names: Vec<String> = Vec::new();
+    // SAFETY: the callback only reads what the loader passes and pushes to
+    // `names`.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&raw mut names).cast()) };
+    names.retain(|n| !KEPT.iter().any(|k| n.starts_with(k)));
+    if names.is_empty() {
+        return String::new();
+    }
+    let more = names.len().saturating_sub(6);
+    names.truncate(6);
+    format!(
+        ", so the thread-locals of {}{} are one per OS thread for all its fibers: \
+         a program that keeps per-thread state there breaks (GREENHOOK_THREADS=native keeps pthreads OS threads)",
+        names.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    )
+}
+
+#[cfg(not(target_os = "linux"))]
+fn shared_by_fibers() -> String {
+    String::new()
 }
 
 /// The highest TLS module id of the objects loaded now (ld.so numbers

@@ -32,7 +32,9 @@ pub const KINDS: &[Kind] = &[
         // je_mallctl (redis's build), _rjem_mallctl (Rust's jemallocator), mallctl.
         defines: |s| s.ends_with("mallctl"),
         meaning: "its locks are pthread mutexes, which greenhook emulates (a contended one parks the fiber \
-                  inside malloc), and its background threads are real OS threads, created past the preload",
+                  inside malloc), and its background threads are real OS threads, created past the preload; \
+                  beside it fibers share their OS thread's thread-locals (a program or library keeping \
+                  per-thread state in them breaks: --no-threads)",
     },
     Kind {
         label: "allocator",
@@ -40,7 +42,8 @@ pub const KINDS: &[Kind] = &[
         libraries: &["libtcmalloc"],
         defines: |s| s == "tc_malloc" || s.starts_with("_ZN8tcmalloc"),
         meaning: "its spin locks sleep in syscall(SYS_futex), which greenhook turns into a fiber wait \
-                  inside malloc",
+                  inside malloc; beside it fibers share their OS thread's thread-locals (a program or library \
+                  keeping per-thread state in them breaks: --no-threads)",
     },
     Kind {
         label: "allocator",
@@ -49,7 +52,8 @@ pub const KINDS: &[Kind] = &[
         defines: |s| s == "mi_malloc" || s == "mi_version",
         meaning: "its heaps are per OS thread and lock-free, so all fibers of a thread share one: safe without \
                   preemption, but not against a signal handler that allocates (greenhook runs handlers on \
-                  whatever fiber is current)",
+                  whatever fiber is current); beside it fibers share their OS thread's thread-locals (a \
+                  program or library keeping per-thread state in them breaks: --no-threads)",
     },
     Kind {
         label: "io_uring",
