@@ -167,6 +167,13 @@ fn set(flag: &Cell<bool>, new: c_int, old: *mut c_int, on: c_int, off: c_int) ->
     0
 }
 
+/// Marks a cancellation request for the live thread of `rec`; whether it
+/// acts now (cancellation is enabled), for `pthread_cancel` to carry out.
+fn requested(rec: &super::Record) -> bool {
+    rec.cancel.request();
+    !rec.cancel.disabled.get()
+}
+
 hook! {
     /// `pthread_cancel`: marks the cancellation and interrupts the fiber's
     /// current wait. A thread that ended gets nothing (0, as glibc answers).
@@ -175,11 +182,8 @@ hook! {
     [thread] fn pthread_cancel(t: pthread_t) -> c_int {
         if super::from_elsewhere(t) {
             return super::to_fibers_thread(t, |rec| {
-                if !rec.exiting.get() {
-                    rec.cancel.request();
-                    if !rec.cancel.disabled.get() {
-                        rec.task.interrupt();
-                    }
+                if !rec.exiting.get() && requested(rec) {
+                    rec.task.interrupt();
                 }
             });
         }
@@ -193,8 +197,7 @@ hook! {
         if rec.ended.get() || rec.exiting.get() {
             return 0;
         }
-        rec.cancel.request();
-        if !rec.cancel.disabled.get() {
+        if requested(&rec) {
             let is_self = current_record().is_some_and(|c| Rc::ptr_eq(&c, &rec));
             if is_self {
                 if rec.cancel.asynchronous.get() {

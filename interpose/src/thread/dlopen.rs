@@ -72,9 +72,8 @@ fn enter_loader() {
         if free {
             return;
         }
-        let key = &LOADER as *const _ as usize;
         let held = || LOADER.with(|l| l.depth.get() != 0);
-        if hub::park_object("loader lock", key, 0, None, held) == hub::Park::Interrupted {
+        if hub::park_object("loader lock", loader_key(), 0, None, held) == hub::Park::Interrupted {
             crate::async_cancel_point();
         }
     }
@@ -91,8 +90,13 @@ fn leave_loader() {
         d == 0
     });
     if free {
-        hub::unpark(&LOADER as *const _ as usize, 1);
+        hub::unpark(loader_key(), 1);
     }
+}
+
+/// The key fibers waiting for [`LOADER`] park on.
+fn loader_key() -> usize {
+    &LOADER as *const _ as usize
 }
 
 /// Whether a load or unload here takes [`LOADER`]: pthreads are fibers,

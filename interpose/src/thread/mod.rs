@@ -282,7 +282,7 @@ enum Target {
 /// `SIGEV_THREAD` notification's). The registry is the fibers' thread's:
 /// what `pthread_kill`, `pthread_sigqueue` and `pthread_cancel` do to the
 /// fiber is carried there ([`to_fibers_thread`]); the other calls on a
-/// `pthread_t` answer `ESRCH` (see the module docs).
+/// `pthread_t` answer as for a joined thread (see the module docs).
 fn from_elsewhere(t: pthread_t) -> bool {
     handle::is_ours(t) && !hub::is_fiber_thread()
 }
