@@ -251,6 +251,16 @@ fn lock_fast_paths_survive_handlers_that_wait() {
     }
 }
 
+/// An rwlock glibc's own functions wrote before greenhook's constructor
+/// ran (a library's constructor, or here the program's `.preinit_array`)
+/// is left in glibc's write phase, which greenhook's words read as a
+/// reader holding it: the next write lock waited for good (BIND's `named`
+/// hung at start so, in OpenSSL).
+#[test]
+fn rwlocks_glibc_used_before_the_preload_are_free() {
+    differential("rwlock_before_preload", &[]);
+}
+
 /// An rwlock made `PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP` keeps new
 /// readers out while a writer waits (its `tryrdlock` is `EBUSY`), as
 /// glibc's does; the default and `PREFER_WRITER_NP` let them in.

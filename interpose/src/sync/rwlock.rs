@@ -27,6 +27,14 @@ use crate::hook::hook;
 
 /// `__readers`: -1 while a writer holds the lock, else the reader count.
 const STATE: usize = 0;
+/// `__wrphase_futex`: never written here. glibc sets it in its write
+/// phase, which outlasts the writer: a lock glibc's own functions wrote
+/// and unlocked (in a library's constructor, run before the preload's
+/// own, while the hooks still pass through) is left with 1 here and
+/// `PTHREAD_RWLOCK_WRPHASE` (1) in [`STATE`], which read as ours say one
+/// reader. No fiber takes such a lock (its read lock looks at this word
+/// too); the slow paths make it ours, unlocked ([`settle`]).
+const PHASE: usize = 2;
 /// `__cur_writer`: the writer's owner id.
 pub(super) const WRITER: usize = 6;
 /// `__writers`: 1 once a fiber may be parked, 0 after an unlock woke them
@@ -61,8 +69,12 @@ use Mode::{Read, Write};
 /// (writers are counted in such a lock only, so the count alone says it).
 /// `Ok(false)`: taken by others, or the compare-and-swap lost;
 /// `Err(EAGAIN)`: the reader count is full.
+///
+/// `phase` is glibc's [`PHASE`] word: a reader does not count itself into
+/// a state glibc left (a writer does not either, since that state is not
+/// 0).
 #[inline(always)]
-fn take(state: &AtomicI32, writers_waiting: &AtomicI32, mode: Mode, s: i32) -> Result<bool, c_int> {
+fn take(state: &AtomicI32, writers_waiting: &AtomicI32, phase: &AtomicI32, mode: Mode, s: i32) -> Result<bool, c_int> {
     let swap = |new| {
         state
             .compare_exchange(s, new, Ordering::Acquire, Ordering::Relaxed)
@@ -70,7 +82,7 @@ fn take(state: &AtomicI32, writers_waiting: &AtomicI32, mode: Mode, s: i32) -> R
     };
     match mode {
         Write => Ok(s == 0 && swap(-1)),
-        Read if s >= 0 && writers_waiting.load(Ordering::Relaxed) == 0 => {
+        Read if s >= 0 && (writers_waiting.load(Ordering::Relaxed) | phase.load(Ordering::Relaxed)) == 0 => {
             if s == i32::MAX {
                 return Err(libc::EAGAIN);
             }
@@ -114,8 +126,8 @@ unsafe fn take_uncontended(l: *mut pthread_rwlock_t, mode: Mode, me: impl FnOnce
     }
     let a = l as usize;
     // SAFETY: the caller's rwlock (56 bytes).
-    let (state, writers_waiting) = unsafe { (word(a, STATE), word(a, WRITERS_WAITING)) };
-    if take(state, writers_waiting, mode, state.load(Ordering::Relaxed)) != Ok(true) {
+    let (state, writers_waiting, phase) = unsafe { (word(a, STATE), word(a, WRITERS_WAITING), word(a, PHASE)) };
+    if take(state, writers_waiting, phase, mode, state.load(Ordering::Relaxed)) != Ok(true) {
         return false;
     }
     if mode == Write {
@@ -207,6 +219,26 @@ unsafe fn unlock_fast(l: *mut pthread_rwlock_t) -> Option<c_int> {
     })
 }
 
+/// Makes a lock glibc's functions left unlocked in their write phase (see
+/// [`PHASE`]; `s` is the state just read) ours and unlocked: the state
+/// to 0, then the phase word. True if there was such a state to settle
+/// (the caller looks again). A state of 0 with the word still set is one
+/// another thread is settling: only the word is left to clear.
+#[inline]
+fn settle(state: &AtomicI32, phase: &AtomicI32, s: i32) -> bool {
+    if phase.load(Ordering::Relaxed) == 0 || !(s == 0 || s == 1) {
+        return false;
+    }
+    if s == 0
+        || state
+            .compare_exchange(1, 0, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    {
+        phase.store(0, Ordering::Release);
+    }
+    true
+}
+
 /// [`lock`] when the lock is taken, or process-shared.
 ///
 /// # Safety
@@ -223,7 +255,7 @@ unsafe fn lock_slow(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
     // SAFETY: the caller's rwlock (56 bytes).
     let (state, writer, waiters) = unsafe { (word(a, STATE), word(a, WRITER), word(a, WAITERS)) };
     // SAFETY: as above.
-    let (writers_waiting, flags) = unsafe { (word(a, WRITERS_WAITING), word(a, FLAGS)) };
+    let (writers_waiting, flags, phase) = unsafe { (word(a, WRITERS_WAITING), word(a, FLAGS), word(a, PHASE)) };
     // A writer-preferring lock: a new reader waits while a writer does.
     // Writers are counted in such a lock only, so the count alone says it.
     let writer_waits = || writers_waiting.load(Ordering::Relaxed) > 0;
@@ -233,7 +265,10 @@ unsafe fn lock_slow(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_int {
         if s == -1 && matches!(wait, Wait::Until(_)) && writer.load(Ordering::Relaxed) == me {
             return libc::EDEADLK;
         }
-        let ok = match take(state, writers_waiting, mode, s) {
+        if settle(state, phase, s) {
+            continue;
+        }
+        let ok = match take(state, writers_waiting, phase, mode, s) {
             Ok(ok) => ok,
             Err(e) => return e,
         };
@@ -350,14 +385,17 @@ unsafe fn foreign_lock(l: *mut pthread_rwlock_t, mode: Mode, wait: Wait) -> c_in
     // SAFETY: the caller's rwlock (56 bytes).
     let (state, writer, sleepers) = unsafe { (word(a, STATE), word(a, WRITER), word(a, SLEEPERS)) };
     // SAFETY: as above.
-    let (writers_waiting, flags) = unsafe { (word(a, WRITERS_WAITING), word(a, FLAGS)) };
+    let (writers_waiting, flags, phase) = unsafe { (word(a, WRITERS_WAITING), word(a, FLAGS), word(a, PHASE)) };
     let me = hub::owner_id();
     loop {
         let s = state.load(Ordering::Acquire);
         if s == -1 && matches!(wait, Wait::Until(_)) && writer.load(Ordering::Relaxed) == me {
             return libc::EDEADLK;
         }
-        match take(state, writers_waiting, mode, s) {
+        if settle(state, phase, s) {
+            continue;
+        }
+        match take(state, writers_waiting, phase, mode, s) {
             Ok(true) => {
                 if mode == Write {
                     writer.store(me, Ordering::Relaxed);
