@@ -406,18 +406,47 @@ impl Fiber {
     }
 
     /// Writes key/value slot `key`.
+    ///
+    /// Nothing is borrowed while memory is taken or given back: an
+    /// allocator that keeps per-thread state (mimalloc, tcmalloc) sets a
+    /// key of its own on its first use in a thread, so the `malloc` made
+    /// here may come back to this very function.
     pub fn set_local(&self, key: usize, value: usize) {
-        if value == 0 && self.extra.get().is_none() {
-            return;
-        }
-        let mut l = self.extra.get_or_init(Box::default).locals.borrow_mut();
-        if l.len() <= key {
-            if value == 0 {
-                return;
+        let extra = match self.extra.get() {
+            Some(e) => e,
+            None if value == 0 => return,
+            None => {
+                let fresh = Box::default();
+                // A nested call may have made one meanwhile: keep that.
+                drop(self.extra.set(fresh));
+                self.extra.get().expect("set just now")
             }
-            l.resize(key + 1, 0);
+        };
+        loop {
+            let want = {
+                let mut l = extra.locals.borrow_mut();
+                if key < l.len() {
+                    l[key] = value;
+                    return;
+                }
+                if value == 0 {
+                    return;
+                }
+                (key + 1).max(2 * l.len())
+            };
+            let mut grown = Vec::with_capacity(want);
+            let old = {
+                let mut l = extra.locals.borrow_mut();
+                if key >= l.len() {
+                    grown.extend_from_slice(&l);
+                    grown.resize(key + 1, 0);
+                    std::mem::replace(&mut *l, grown)
+                } else {
+                    grown
+                }
+            };
+            drop(old);
         }
-        l[key] = value;
     }
 
     /// Takes all slots out, leaving none (for destructors at fiber exit).

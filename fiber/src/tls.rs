@@ -628,11 +628,22 @@ unsafe fn discover() -> Result<Glibc, String> {
         call_tls_dtors,
         ctype_init,
     };
-    glibc_malloc()?;
+    // Whether `malloc` is glibc's, whose words the probe finds. Another
+    // allocator (jemalloc, tcmalloc, mimalloc, linked in or preloaded)
+    // keeps per-thread state in TLS and registers it globally
+    // (jemalloc lists every thread's): each fiber is then one more thread to
+    // it, set up at its first `malloc` and taken down by the key destructor
+    // the allocator set, as a thread's exit runs it. So the probe's scratch
+    // block runs its key destructors before it is unmapped ([`probe`]), and
+    // key values are glibc's own in a fiber with TLS of its own (the
+    // interposer's `pthread_setspecific`), whose destructors run once more
+    // as the fiber's last act ([`run_destructors`]): a `malloc` made by the
+    // fiber's way out after the first round set the allocator up again.
+    let ours = matches!(allocator(), Allocator::Glibc);
     // SAFETY: the caller's contract; `g` holds everything init_block needs
     // but the words the probe is about to find.
-    let probed = unsafe { probe(&g, tp, libc_off, libc_len)? };
-    g.malloc_words = Some(probed.malloc_words);
+    let probed = unsafe { probe(&g, tp, libc_off, libc_len, ours)? };
+    g.malloc_words = probed.malloc_words;
     g.tls_state = probed.tls_state;
     g.specific_used = probed.specific_used;
     Ok(g)
@@ -643,13 +654,25 @@ unsafe fn discover() -> Result<Glibc, String> {
     Err("written for x86-64 Linux with glibc only".into())
 }
 
-/// Whether `malloc` is glibc's. Another allocator (jemalloc, tcmalloc,
-/// mimalloc, linked in or preloaded) keeps its per-thread state in TLS and
-/// registers it globally (jemalloc lists every thread's): made per fiber, it
-/// would be set up inside greenhook's own bookkeeping, and left registered
-/// when a fiber's block is reused or the probe's scratch block unmapped
-/// (measured: jemalloc, tcmalloc and mimalloc programs crashed or hung).
-/// With shared TLS it sees one thread per OS thread, as before.
+/// Whose `malloc` the program calls (see [`allocator`]).
+pub enum Allocator {
+    /// glibc's.
+    Glibc,
+    /// One linked into the program itself (redis links jemalloc so).
+    Program,
+    /// A shared object's other than libc (jemalloc, tcmalloc, mimalloc by
+    /// `DT_NEEDED` or `LD_PRELOAD`).
+    Library {
+        /// Its file, as the loader names it.
+        file: String,
+        /// Its `malloc`'s address.
+        malloc: usize,
+    },
+    /// Not found.
+    Unknown,
+}
+
+/// Whose `malloc` the program calls, asked of the loader.
 ///
 /// The `malloc` that `dlsym` finds may be no definition at all: a non-PIE
 /// executable that takes `malloc`'s address in its code (node does) exports
@@ -657,24 +680,21 @@ unsafe fn discover() -> Result<Glibc, String> {
 /// canonical address, and `dlsym` returns that. Its calls still go to the
 /// first object after it that defines `malloc`, which is then the one
 /// judged.
-fn glibc_malloc() -> Result<(), String> {
-    let m = sym("malloc")?;
-    let owner = match defined_in(m) {
-        Some(Defined { file, import: true }) => definer_after_program(c"malloc").unwrap_or(file),
-        Some(Defined { file, import: false }) => file,
-        None => return Err("malloc's library not found".into()),
+pub fn allocator() -> Allocator {
+    let Ok(m) = sym("malloc") else {
+        return Allocator::Unknown;
     };
-    if owner.rsplit('/').next().is_some_and(|b| b.starts_with("libc.so")) {
-        Ok(())
+    let (file, malloc) = match defined_in(m) {
+        Some(Defined { file, import: true }) => definer_after_program(c"malloc").unwrap_or((file, m as usize)),
+        Some(Defined { file, import: false }) => (file, m as usize),
+        None => return Allocator::Unknown,
+    };
+    if file.rsplit('/').next().is_some_and(|b| b.starts_with("libc.so")) {
+        Allocator::Glibc
+    } else if file.is_empty() {
+        Allocator::Program
     } else {
-        Err(format!(
-            "malloc is {}'s, not glibc's, and an allocator's per-thread state must stay per OS thread",
-            if owner.is_empty() {
-                "the program"
-            } else {
-                owner.as_str()
-            }
-        ))
+        Allocator::Library { file, malloc }
     }
 }
 
@@ -716,7 +736,7 @@ fn defined_in(p: *mut c_void) -> Option<Defined> {
 /// which is the order the loader searches the objects loaded at start)
 /// that itself defines `name`. (Only an executable has an undefined symbol
 /// with a value, and the program is the one executable.)
-fn definer_after_program(name: &std::ffi::CStr) -> Option<String> {
+fn definer_after_program(name: &std::ffi::CStr) -> Option<(String, usize)> {
     unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> libc::c_int {
         // SAFETY: the loader passes a valid info; `data` is our Vec.
         unsafe {
@@ -749,7 +769,7 @@ fn definer_after_program(name: &std::ffi::CStr) -> Option<String> {
         // SAFETY: the handle dlopen returned, once.
         keeping_dlerror(|| unsafe { libc::dlclose(handle) });
         let d = defined_in(p).filter(|d| !p.is_null() && !d.import)?;
-        (d.file.as_bytes() == file.to_bytes()).then_some(d.file)
+        (d.file.as_bytes() == file.to_bytes()).then_some((d.file, p as usize))
     })
 }
 
@@ -761,7 +781,7 @@ type MallocWords = [isize; 2];
 /// # Safety
 /// As for [`discover`]; `tp` is the caller's thread pointer.
 #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
-unsafe fn probe(g: &Glibc, tp: usize, libc_off: isize, libc_len: usize) -> Result<Probed, String> {
+unsafe fn probe(g: &Glibc, tp: usize, libc_off: isize, libc_len: usize, glibc_malloc: bool) -> Result<Probed, String> {
     extern "C" {
         fn strsignal(sig: libc::c_int) -> *mut libc::c_char;
     }
@@ -833,17 +853,21 @@ unsafe fn probe(g: &Glibc, tp: usize, libc_off: isize, libc_len: usize) -> Resul
     // right after them.
     let (malloc_words, tcb_before, tcb_after, used) = unsafe {
         arch::set_thread_pointer(scratch);
-        // The first malloc on a fresh block makes its cache and attaches
-        // it to an arena: the two libc words that change.
-        libc::free(libc::malloc(24));
-        let after = snapshot(scratch);
-        let mw = identify_malloc_words(&before, &after, libc_off, tp);
+        let mw = if glibc_malloc {
+            // The first malloc on a fresh block makes its cache and attaches
+            // it to an arena: the two libc words that change.
+            libc::free(libc::malloc(24));
+            let after = snapshot(scratch);
+            identify_malloc_words(&before, &after, libc_off, tp).map(Some)
+        } else {
+            Ok(None)
+        };
         let (mut tcb_before, mut tcb_after) = (Vec::new(), Vec::new());
         if let Ok(words) = &mw {
             // From here the scratch block uses the thread's cache and arena,
             // as every fiber's will; then see which TCB words strsignal and
             // strerror of unknown numbers allocate.
-            for off in words {
+            for off in words.iter().flatten() {
                 let (dst, src) = ((scratch as isize + off) as usize, (tp as isize + off) as usize);
                 (dst as *mut usize).write(word(src));
             }
@@ -873,6 +897,11 @@ unsafe fn probe(g: &Glibc, tp: usize, libc_off: isize, libc_len: usize) -> Resul
                     used = (after[b] == 1).then_some(b);
                 }
             }
+        }
+        if !glibc_malloc {
+            // Another allocator's state for the scratch block ends as a
+            // thread's does, through the key destructor it set.
+            g.run_key_destructors(scratch);
         }
         arch::set_thread_pointer(tp);
         libc::syscall(
@@ -914,7 +943,7 @@ unsafe fn probe(g: &Glibc, tp: usize, libc_off: isize, libc_len: usize) -> Resul
 
 /// What [`probe`] found on a scratch block.
 struct Probed {
-    malloc_words: MallocWords,
+    malloc_words: Option<MallocWords>,
     tls_state: Option<[usize; 2]>,
     specific_used: Option<usize>,
 }

@@ -30,6 +30,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
+mod allocator;
 #[cfg(target_arch = "x86_64")]
 mod tick;
 
@@ -152,6 +153,10 @@ pub(crate) fn look() {
     if now.saturating_sub(SINCE_NS.load(Relaxed)) < slice {
         return;
     }
+    if allocator::inside() {
+        // The next hook return out of it ends the slice.
+        return;
+    }
     SINCE_NS.store(now, Relaxed);
     switch_at_return(hub::yield_to_hub);
 }
@@ -183,7 +188,7 @@ fn switch_at_return(switch: impl FnOnce()) {
 #[cold]
 #[inline(never)]
 pub(crate) fn priority_point() {
-    if hub::preempt_wanted() && may_switch_here() {
+    if hub::preempt_wanted() && may_switch_here() && !allocator::inside() {
         switch_at_return(hub::preempt_point);
     }
 }

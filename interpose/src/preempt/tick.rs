@@ -23,17 +23,21 @@
 //!    thread-locals of its own (with shared TLS, a per-thread structure of
 //!    the program's without a lock, like a statically linked allocator's
 //!    cache, would be met half updated by the next fiber), and the interrupted
-//!    instruction is not in libc, ld.so or greenhook (libc's internal
-//!    locks are taken inline: a fiber switched away inside `malloc` would
-//!    leave the arena locked, and the next fiber to call `malloc` would
-//!    block the whole OS thread in the kernel). Then the handler makes the
-//!    interrupted code call [`__greenhook_preempt_trampoline`] at once, the
+//!    instruction is not in libc, ld.so, greenhook or the library of a
+//!    `malloc` that is not glibc's (libc's internal locks are taken
+//!    inline: a fiber switched away inside `malloc` would leave the arena
+//!    locked, and the next fiber to call `malloc` would block the whole OS
+//!    thread in the kernel; another allocator's locks go through the
+//!    hooks, but greenhook's own bookkeeping allocates where it cannot
+//!    wait for a fiber). With such a `malloc` linked into the program,
+//!    whose code cannot be told from the program's, nothing is preempted.
+//!    Then the handler makes the interrupted code call [`__greenhook_preempt_trampoline`] at once, the
 //!    way Go's asynchronous preemption does: after `sigreturn` the thread
 //!    runs the trampoline below the interrupted frame's red zone.
 //! 2. In the trampoline, which saved every register and the whole
 //!    extended state (`xsave`), the stack is unwound (libgcc's unwinder,
 //!    using the frames' own CFI): every frame must be the program's until
-//!    the first frame of libc, ld.so or greenhook, and from there on only
+//!    the first frame of one of those objects, and from there on only
 //!    theirs, down to the context's start (a fiber's entry, or the main
 //!    thread's `_start`: another thread's root is not preempted).
 //!    A program frame called back from libc (a `qsort` comparator, a
@@ -452,8 +456,9 @@ mod frames {
 
     use libc::{c_int, c_void};
 
-    /// Executable segments of libc, ld.so and greenhook: code that may hold
-    /// a libc lock taken inline, or is greenhook's own.
+    /// Executable segments of libc, ld.so, greenhook and another
+    /// allocator's library: code that may hold a libc lock taken inline or
+    /// an allocator's lock, or is greenhook's own.
     static FOREIGN: OnceLock<Vec<(usize, usize)>> = OnceLock::new();
     /// `_start`, the bottom frame of the main thread's stack.
     static START: OnceLock<usize> = OnceLock::new();
@@ -469,8 +474,8 @@ mod frames {
         )
     }
 
-    /// Finds the three objects' executable segments; false if one is
-    /// missing (then no preemption).
+    /// Finds those objects' executable segments; false if one is missing,
+    /// or `malloc` is the program's own (then no preemption).
     pub(super) fn init() -> bool {
         let probe = |name: &std::ffi::CStr| {
             // SAFETY: RTLD_DEFAULT searches every object.
@@ -482,8 +487,14 @@ mod frames {
         if libc_fn == 0 || ld_fn == 0 {
             return false;
         }
+        // Nor is a `malloc` that is not glibc's (see `super::allocator`);
+        // with one linked into the program, nothing is.
+        if !super::super::allocator::known() {
+            return false;
+        }
+        let alloc = super::super::allocator::library().unwrap_or(libc_fn);
         struct Search {
-            probes: [usize; 3],
+            probes: [usize; 4],
             found: Vec<(usize, usize)>,
             hits: u32,
         }
@@ -514,13 +525,13 @@ mod frames {
             0
         }
         let mut s = Search {
-            probes: [libc_fn, ld_fn, ours],
+            probes: [libc_fn, ld_fn, ours, alloc],
             found: Vec::new(),
             hits: 0,
         };
         // SAFETY: a valid callback and argument, used only during the call.
         unsafe { libc::dl_iterate_phdr(Some(each), (&mut s as *mut Search).cast()) };
-        if s.hits != 3 {
+        if s.hits != 3 + (alloc != libc_fn) as u32 {
             return false;
         }
         let _ = FOREIGN.set(s.found);
@@ -529,7 +540,7 @@ mod frames {
         true
     }
 
-    /// Whether `pc` is in libc, ld.so or greenhook.
+    /// Whether `pc` is in libc, ld.so, greenhook or another allocator's library.
     pub(super) fn foreign(pc: usize) -> bool {
         FOREIGN
             .get()
@@ -540,20 +551,7 @@ mod frames {
         START.get().is_some_and(|&s| s != 0 && (s..s + 64).contains(&pc))
     }
 
-    #[repr(C)]
-    struct UnwindContext {
-        _opaque: [u8; 0],
-    }
-    type Trace = extern "C" fn(*mut UnwindContext, *mut c_void) -> c_int;
-    const URC_NO_REASON: c_int = 0;
-    const URC_NORMAL_STOP: c_int = 4;
-    const URC_END_OF_STACK: c_int = 5;
-    extern "C" {
-        // libgcc_s's unwinder (a dependency of every Rust cdylib).
-        fn _Unwind_Backtrace(trace: Trace, arg: *mut c_void) -> c_int;
-        fn _Unwind_GetIPInfo(ctx: *mut UnwindContext, ip_before_insn: *mut c_int) -> usize;
-        fn _Unwind_GetCFA(ctx: *mut UnwindContext) -> usize;
-    }
+    use super::super::allocator::unwind::*;
 
     #[derive(PartialEq)]
     enum Seen {
@@ -561,7 +559,7 @@ mod frames {
         Ours,
         /// The program's frames, from the interrupted one.
         Program,
-        /// libc, ld.so or greenhook below them: the context's bottom.
+        /// libc, ld.so, greenhook or the allocator below them: the context's bottom.
         Bottom,
     }
 

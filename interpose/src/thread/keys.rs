@@ -1,7 +1,12 @@
 //! Thread-specific data. Keys are the real glibc keys, so they work in the
-//! root and in pass-through mode; inside a pthread fiber their values live
-//! in the fiber's slots (`Fiber::local`), and the destructors recorded at
-//! `pthread_key_create` run when the fiber ends.
+//! root and in pass-through mode. A pthread fiber with TLS of its own keeps
+//! its values where glibc keeps a thread's, in its own block, and glibc's
+//! destructors for them run when it ends (`fiber::tls::run_destructors`,
+//! once in glibc's order and once more as the fiber's very last act, for a
+//! value set again by what ran in between: an allocator whose state a late
+//! `malloc` set up again). A fiber sharing its thread's TLS keeps its values
+//! in its own slots (`Fiber::local`), and the destructors recorded at
+//! `pthread_key_create` run when it ends.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -29,6 +34,12 @@ static DTORS: [AtomicUsize; KEYS_MAX] = [const { AtomicUsize::new(0) }; KEYS_MAX
 unsafe fn dtor(d: usize) -> Dtor {
     // SAFETY: per the contract: only pthread_key_create stores there, from a `Dtor`.
     unsafe { std::mem::transmute::<usize, Dtor>(d) }
+}
+
+/// Whether the caller is a pthread fiber whose key values live in its
+/// slots: one sharing its thread's TLS (see the module docs).
+fn in_slots() -> bool {
+    in_fiber_thread() && hub::with_current_fiber(|f| f.is_some_and(|f| !f.has_own_tls()))
 }
 
 /// Runs the destructors of the calling fiber's key values, as glibc does:
@@ -124,8 +135,8 @@ hook! {
         r
     }
 
-    /// `pthread_getspecific`: the fiber's slot inside a fiber.
-    #[gate(in_fiber_thread())]
+    /// `pthread_getspecific`: the fiber's slot inside a fiber sharing TLS.
+    #[gate(in_slots())]
     [thread] fn pthread_getspecific(k: pthread_key_t) -> *mut c_void {
         if (k as usize) >= KEYS_MAX {
             return std::ptr::null_mut();
@@ -133,8 +144,8 @@ hook! {
         hub::with_current_fiber(|f| f.map_or(0, |f| f.local(k as usize))) as *mut c_void
     }
 
-    /// `pthread_setspecific`: the fiber's slot inside a fiber.
-    #[gate(in_fiber_thread())]
+    /// `pthread_setspecific`: the fiber's slot inside a fiber sharing TLS.
+    #[gate(in_slots())]
     [thread] fn pthread_setspecific(k: pthread_key_t, v: *const c_void) -> c_int {
         if (k as usize) >= KEYS_MAX {
             return libc::EINVAL;
