@@ -3,6 +3,7 @@
 //! did it work, and its deterministic output (what must be equal).
 
 mod alloc;
+mod bind;
 mod cancel;
 mod gc;
 mod mariadb;
@@ -142,6 +143,7 @@ pub fn all() -> Vec<Case> {
     cases.push(postgres::CASE);
     cases.push(mariadb::CASE);
     cases.push(nginx::CASE);
+    cases.push(bind::CASE);
     cases.extend(alloc::CASES);
     cases.extend([node::CASE, python_http::CASE]);
     cases.extend(python_scripts::CASES);
