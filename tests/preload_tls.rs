@@ -5,7 +5,7 @@
 //! shows is what used to corrupt `__thread` variables.
 mod util;
 
-use util::{compile, compile_shared, differential, differential_env, run};
+use util::{compile, compile_shared, differential, differential_env, preload_lib, run};
 
 /// 8 threads keep their own `__thread` values and errno across a sleep
 /// that runs the others, and each starts from the initial value.
@@ -244,4 +244,36 @@ fn a_foreign_malloc_keeps_thread_locals_per_fiber() {
     assert!(r.status.success(), "{}", r.describe());
     assert_eq!(r.stdout, native.stdout, "{}", r.describe());
     assert!(!r.stderr.contains("per-fiber TLS is not available"), "{}", r.describe());
+}
+
+/// A malloc replacement preloaded in front of greenhook whose every
+/// allocation takes a pthread mutex (as jemalloc's arenas do): threads that
+/// allocate in bursts longer than a slice, beside threads that make
+/// threads (greenhook's bookkeeping allocating), do their work as natively.
+/// No fiber is switched away inside the allocator (see
+/// `tests/c/allocator_slices.c` for what this does and does not show).
+#[test]
+fn a_preloaded_allocator_with_a_lock_runs_as_natively() {
+    let lib = compile_shared("locked_malloc_lib");
+    let bin = compile("allocator_slices");
+    let lib = lib.to_str().expect("a UTF-8 path");
+    let native = run(&bin, &[], false, &[("LD_PRELOAD", lib)]);
+    assert_eq!(
+        native.stdout,
+        "4 sleepers done, 2 allocators allocated\n",
+        "{}",
+        native.describe()
+    );
+    let both = format!("{lib} {}", preload_lib().display());
+    for slice in ["1", "10"] {
+        let r = run(
+            &bin,
+            &[],
+            false,
+            &[("LD_PRELOAD", &both), ("GREENHOOK_SLICE_MS", slice)],
+        );
+        assert!(r.status.success(), "{}", r.describe());
+        assert_eq!(r.stdout, native.stdout, "{}", r.describe());
+        assert!(!r.stderr.contains("per-fiber TLS is not available"), "{}", r.describe());
+    }
 }

@@ -21,7 +21,8 @@ const NAMES: usize = 50;
 
 pub const CASE: Case = Case {
     name: "bind",
-    program: "BIND 9.18 `named` (jemalloc, 4 workers) + a DNS client (8 threads x 300 UDP questions, then TCP), SIGTERM",
+    program:
+        "BIND 9.18 `named` (jemalloc, 4 workers) + a DNS client (8 threads x 300 UDP questions, then TCP), SIGTERM",
     quick: true,
     needs: &[Need::file("bind9", "/usr/sbin/named")],
     run,
