@@ -663,8 +663,6 @@ pub enum Allocator {
     /// A shared object's other than libc (jemalloc, tcmalloc, mimalloc by
     /// `DT_NEEDED` or `LD_PRELOAD`).
     Library {
-        /// Its file, as the loader names it.
-        file: String,
         /// Its `malloc`'s address.
         malloc: usize,
     },
@@ -694,7 +692,7 @@ pub fn allocator() -> Allocator {
     } else if file.is_empty() {
         Allocator::Program
     } else {
-        Allocator::Library { file, malloc }
+        Allocator::Library { malloc }
     }
 }
 

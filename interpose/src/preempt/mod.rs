@@ -31,6 +31,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 mod allocator;
+mod code;
 #[cfg(target_arch = "x86_64")]
 mod tick;
 

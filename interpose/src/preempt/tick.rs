@@ -489,52 +489,15 @@ mod frames {
         }
         // Nor is a `malloc` that is not glibc's (see `super::allocator`);
         // with one linked into the program, nothing is.
-        if !super::super::allocator::known() {
+        let Some(alloc) = super::super::allocator::code() else {
             return false;
-        }
-        let alloc = super::super::allocator::library().unwrap_or(libc_fn);
-        struct Search {
-            probes: [usize; 4],
-            found: Vec<(usize, usize)>,
-            hits: u32,
-        }
-        unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _size: usize, arg: *mut c_void) -> c_int {
-            // SAFETY: dl_iterate_phdr passes its info and our argument.
-            let (info, s) = unsafe { (&*info, &mut *(arg as *mut Search)) };
-            // SAFETY: the object's program headers, as ld.so describes them.
-            let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
-            let base = info.dlpi_addr as usize;
-            let segs = || {
-                phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD).map(move |p| {
-                    (
-                        base + p.p_vaddr as usize,
-                        base + (p.p_vaddr + p.p_memsz) as usize,
-                        p.p_flags,
-                    )
-                })
-            };
-            if !segs().any(|(lo, hi, _)| s.probes.iter().any(|&a| (lo..hi).contains(&a))) {
-                return 0;
-            }
-            s.hits += 1;
-            s.found.extend(
-                segs()
-                    .filter(|&(_, _, f)| f & libc::PF_X != 0)
-                    .map(|(lo, hi, _)| (lo, hi)),
-            );
-            0
-        }
-        let mut s = Search {
-            probes: [libc_fn, ld_fn, ours, alloc],
-            found: Vec::new(),
-            hits: 0,
         };
-        // SAFETY: a valid callback and argument, used only during the call.
-        unsafe { libc::dl_iterate_phdr(Some(each), (&mut s as *mut Search).cast()) };
-        if s.hits != 3 + (alloc != libc_fn) as u32 {
+        let (mut found, hits) = super::super::code::executable(&[libc_fn, ld_fn, ours]);
+        if hits != 3 {
             return false;
         }
-        let _ = FOREIGN.set(s.found);
+        found.extend_from_slice(alloc);
+        let _ = FOREIGN.set(found);
         // SAFETY: getauxval has no preconditions.
         let _ = START.set(unsafe { libc::getauxval(libc::AT_ENTRY) } as usize);
         true
@@ -551,7 +514,7 @@ mod frames {
         START.get().is_some_and(|&s| s != 0 && (s..s + 64).contains(&pc))
     }
 
-    use super::super::allocator::unwind::*;
+    use super::super::code::unwind::*;
 
     #[derive(PartialEq)]
     enum Seen {

@@ -1,0 +1,69 @@
+//! Where code lies, for the preemption's checks: the executable segments
+//! of loaded objects, and libgcc's unwinder to walk a context's frames.
+
+use libc::{c_int, c_void};
+
+/// The executable `PT_LOAD` segments of the loaded objects that hold any
+/// of `probes` (addresses), and how many objects that is.
+pub(super) fn executable(probes: &[usize]) -> (Vec<(usize, usize)>, usize) {
+    struct Search<'a> {
+        probes: &'a [usize],
+        found: Vec<(usize, usize)>,
+        hits: usize,
+    }
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _size: usize, arg: *mut c_void) -> c_int {
+        // SAFETY: dl_iterate_phdr passes its info and our argument.
+        let (info, s) = unsafe { (&*info, &mut *(arg as *mut Search<'_>)) };
+        // SAFETY: the object's program headers, as ld.so describes them.
+        let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+        let base = info.dlpi_addr as usize;
+        let segs = || {
+            phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD).map(move |p| {
+                (
+                    base + p.p_vaddr as usize,
+                    base + (p.p_vaddr + p.p_memsz) as usize,
+                    p.p_flags,
+                )
+            })
+        };
+        if !segs().any(|(lo, hi, _)| s.probes.iter().any(|&a| (lo..hi).contains(&a))) {
+            return 0;
+        }
+        s.hits += 1;
+        s.found.extend(
+            segs()
+                .filter(|&(_, _, f)| f & libc::PF_X != 0)
+                .map(|(lo, hi, _)| (lo, hi)),
+        );
+        0
+    }
+    let mut s = Search {
+        probes,
+        found: Vec::new(),
+        hits: 0,
+    };
+    // SAFETY: a valid callback and argument, used only during the call.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut s as *mut Search<'_>).cast()) };
+    (s.found, s.hits)
+}
+
+/// libgcc_s's unwinder (a dependency of every Rust cdylib), for the walks
+/// in `allocator` and `tick`.
+pub(super) mod unwind {
+    use libc::{c_int, c_void};
+
+    #[repr(C)]
+    pub(crate) struct UnwindContext {
+        _opaque: [u8; 0],
+    }
+    pub(crate) type Trace = extern "C" fn(*mut UnwindContext, *mut c_void) -> c_int;
+    pub(crate) const URC_NO_REASON: c_int = 0;
+    pub(crate) const URC_NORMAL_STOP: c_int = 4;
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    pub(crate) const URC_END_OF_STACK: c_int = 5;
+    extern "C" {
+        pub(crate) fn _Unwind_Backtrace(trace: Trace, arg: *mut c_void) -> c_int;
+        pub(crate) fn _Unwind_GetIPInfo(ctx: *mut UnwindContext, ip_before_insn: *mut c_int) -> usize;
+        pub(crate) fn _Unwind_GetCFA(ctx: *mut UnwindContext) -> usize;
+    }
+}
