@@ -277,3 +277,26 @@ fn a_preloaded_allocator_with_a_lock_runs_as_natively() {
         assert!(!r.stderr.contains("per-fiber TLS is not available"), "{}", r.describe());
     }
 }
+
+/// A `malloc` with a lock linked into the program itself (as rustc links
+/// jemalloc): its code cannot be told from the program's, so no slice ends
+/// at a hook return. The previous library took the program for the
+/// allocator's library, and its first stack walk, at a slice's end inside
+/// the allocator's lock, allocated: the main thread waited on the lock it
+/// held (rustc hung so). See `tests/c/program_malloc.c`.
+#[test]
+fn a_malloc_linked_into_the_program_runs_as_natively() {
+    let bin = compile("program_malloc");
+    let native = run(&bin, &[], false, &[]);
+    assert_eq!(
+        native.stdout,
+        "20 bursts allocated, 2 threads made threads\n",
+        "{}",
+        native.describe()
+    );
+    for slice in ["1", "10"] {
+        let r = run(&bin, &[], true, &[("GREENHOOK_SLICE_MS", slice)]);
+        assert!(r.status.success(), "{}", r.describe());
+        assert_eq!(r.stdout, native.stdout, "{}", r.describe());
+    }
+}

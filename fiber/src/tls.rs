@@ -707,6 +707,16 @@ struct Defined {
 
 /// `dladdr1`'s request for the symbol's table entry (glibc's `<dlfcn.h>`).
 const RTLD_DL_SYMENT: libc::c_int = 1;
+/// `dladdr1`'s request for the object's link map (glibc's `<dlfcn.h>`).
+const RTLD_DL_LINKMAP: libc::c_int = 2;
+
+/// The public head of glibc's `struct link_map` (`<link.h>`).
+#[repr(C)]
+struct LinkMap {
+    l_addr: usize,
+    /// The object's file name; empty for the program.
+    l_name: *const libc::c_char,
+}
 /// The section index of an undefined symbol (`<elf.h>`).
 const SHN_UNDEF: u16 = 0;
 
@@ -720,10 +730,23 @@ fn defined_in(p: *mut c_void) -> Option<Defined> {
     if !found || info.dli_fname.is_null() {
         return None;
     }
-    // SAFETY: a NUL-terminated name from the loader.
-    let file = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }
-        .to_string_lossy()
-        .into_owned();
+    // For the program `dladdr` names `argv[0]`; its link map's name is
+    // empty, which is what tells it from a library.
+    let mut map: *const LinkMap = std::ptr::null();
+    // SAFETY: as above; `map` receives a pointer to the object's link map.
+    let program = unsafe { libc::dladdr1(p, &mut info, (&raw mut map).cast(), RTLD_DL_LINKMAP) } != 0
+        && !map.is_null()
+        // SAFETY: the loader's link map of a loaded object, whose name is
+        // a NUL-terminated string or null.
+        && unsafe { (*map).l_name.is_null() || *(*map).l_name == 0 };
+    let file = if program {
+        String::new()
+    } else {
+        // SAFETY: a NUL-terminated name from the loader.
+        unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }
+            .to_string_lossy()
+            .into_owned()
+    };
     // SAFETY: when not null, `sym` points into the object's symbol table,
     // mapped while it is loaded.
     let import = !sym.is_null() && unsafe { (*sym).st_shndx } == SHN_UNDEF;

@@ -3,7 +3,9 @@
  * pthread mutex around every allocation, as jemalloc's arenas and
  * tcmalloc's central lists do (a bump allocator over a static arena; free
  * gives back only the last block). Its lock calls go through the preload's
- * hooks.
+ * hooks, a try first as jemalloc's (the try's hook returns holding the
+ * lock: a slice ending there found greenhook's first stack walk, which
+ * allocated).
  * See allocator_slices.c.
  */
 #define _GNU_SOURCE
@@ -17,13 +19,19 @@ static _Alignas(64) unsigned char arena[512 << 20];
 static size_t used;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
+static void take_lock(void)
+{
+    if (pthread_mutex_trylock(&lock) != 0)
+        pthread_mutex_lock(&lock);
+}
+
 /* A block: where its bump began and ended and its size, in the 24 bytes
  * below it. */
 static void *bump(size_t align, size_t n)
 {
     if (align < 16)
         align = 16;
-    pthread_mutex_lock(&lock);
+    take_lock();
     size_t need = n + align + 32, start = used;
     void *out = NULL;
     if (start + need <= sizeof arena) {
@@ -46,7 +54,7 @@ static void unbump(void *p)
 {
     if ((uintptr_t)p < (uintptr_t)arena + 32 || (uintptr_t)p >= (uintptr_t)arena + sizeof arena)
         return; /* not ours: the loader's own, made before we were */
-    pthread_mutex_lock(&lock);
+    take_lock();
     if (((size_t *)p)[-2] == used)
         used = ((size_t *)p)[-3];
     pthread_mutex_unlock(&lock);

@@ -8,11 +8,10 @@
 //! thread on that lock for good. So no time slice ends at the return of a
 //! hook the allocator called ([`inside`]), and the signal's preemption
 //! treats the allocator's code as libc's (`tick`). An allocator linked into
-//! the program cannot be told from the program's code ([`code`]): there
-//! the signal's preemption stays off, as it did when such a program's
-//! fibers shared their thread's TLS, and slices end at hook returns as
-//! before, the allocator's included (a known gap: greenhook's bookkeeping
-//! may then meet a lock a suspended fiber holds).
+//! the program (rustc's jemalloc) cannot be told from the program's code
+//! ([`code`]), so every hook return counts as inside it: no slice ends at
+//! one and the signal's preemption stays off. Such a program's fibers
+//! switch only where they wait, as before time slices existed.
 
 use std::sync::OnceLock;
 
@@ -75,10 +74,10 @@ extern "C" fn step(ctx: *mut UnwindContext, arg: *mut c_void) -> c_int {
 
 /// Whether the running context is inside the allocator: a frame of its
 /// library is on the stack (a walk of it: for the rare moments a switch
-/// is due). False for glibc's, and when that cannot be told (see
+/// is due). False for glibc's; true wherever that cannot be told (see
 /// [`code`]).
 pub(super) fn inside() -> bool {
-    let Some(code) = code() else { return false };
+    let Some(code) = code() else { return true };
     if code.is_empty() {
         return false;
     }

@@ -47,6 +47,20 @@ pub(super) fn executable(probes: &[usize]) -> (Vec<(usize, usize)>, usize) {
     (s.found, s.hits)
 }
 
+/// Walks the caller's stack once, at load time, so that the unwinder's
+/// one-time setup is done before any walk that matters: libgcc runs it
+/// under `pthread_once` (our hook, which may allocate), and the walks in
+/// `allocator` and `tick` run inside the program's allocator or its
+/// signal handler, where allocating could wait on a lock the walking
+/// context holds (rustc's jemalloc hung on its own arena lock so).
+pub(super) fn warm_unwinder() {
+    extern "C" fn first(_: *mut unwind::UnwindContext, _: *mut c_void) -> c_int {
+        unwind::URC_NORMAL_STOP
+    }
+    // SAFETY: a valid callback that stops at the first frame; no argument.
+    unsafe { unwind::_Unwind_Backtrace(first, std::ptr::null_mut()) };
+}
+
 /// libgcc_s's unwinder (a dependency of every Rust cdylib), for the walks
 /// in `allocator` and `tick`.
 pub(super) mod unwind {

@@ -77,6 +77,11 @@ pub(crate) fn init() {
     {
         SLICE_NS.store(ms.saturating_mul(1_000_000), Relaxed);
     }
+    // Whose allocator it is, and the unwinder's setup, while nothing is
+    // held: both allocate, and the walks that need them run inside the
+    // allocator (`allocator`) or a signal handler (`tick`).
+    let _ = allocator::code();
+    code::warm_unwinder();
     #[cfg(target_arch = "x86_64")]
     tick::init(slice_ns());
 }

@@ -175,6 +175,9 @@ unsafe fn acquire_slow(a: usize, kind_word: i32, wait: Wait) -> c_int {
             owner.store(me, Ordering::Relaxed);
             count.store(1, Ordering::Relaxed);
             if robust_kind {
+                // The map may grow: an allocator's lock taken meanwhile
+                // must not come back into these hooks and park.
+                let _g = hub::internal::Guard::new();
                 ROBUST_HELD.with(|h| h.borrow_mut().entry(me).or_default().push(a));
                 if robust.load(Ordering::Relaxed) == ROBUST_DIED {
                     return libc::EOWNERDEAD;

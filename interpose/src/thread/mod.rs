@@ -654,7 +654,14 @@ hook! {
             hub::set_priority(&rec.task, hub::current().priority());
         }
         hub::set_priority(&rec.task, rec.sched.task_priority());
-        REGISTRY.with(|r| r.borrow_mut().insert(h, rec));
+        {
+            // The map may grow: an allocator's lock taken meanwhile must
+            // not come back into these hooks and park this fiber with the
+            // registry borrowed (rustc's jemalloc once did, and the next
+            // thread's creation found it so).
+            let _g = hub::internal::Guard::new();
+            REGISTRY.with(|r| r.borrow_mut().insert(h, rec));
+        }
         // SAFETY: the caller's out pointer.
         unsafe { *t = h as pthread_t };
         0

@@ -80,6 +80,9 @@ fn root() -> (c_int, c_int) {
     ROOT.with(|r| r.set(Some(v)));
     hub::set_priority(&hub::root(), priority_of(v));
     let same: Vec<_> = REGISTRY.with(|r| {
+        // Allocates with the registry borrowed: as machinery (see the
+        // registry's insert in `pthread_create`).
+        let _g = hub::internal::Guard::new();
         r.borrow()
             .values()
             .filter(|rec| rec.sched.0.get().is_none())

@@ -34,8 +34,9 @@ pub const KINDS: &[Kind] = &[
         meaning: "its locks are pthread mutexes, which greenhook emulates (a contended one parks the fiber \
                   inside malloc; no time slice ends there), and its background threads are real OS threads, \
                   created past the preload; each fiber is one more thread to it, with a cache of its own (as \
-                  much memory per fiber as per thread); linked into the program, it keeps a computation \
-                  that calls nothing from being preempted",
+                  much memory per fiber as per thread); linked into the program, its code cannot be told \
+                  from the program's, so fibers switch only where they wait (no time slice ends, nothing is \
+                  preempted)",
     },
     Kind {
         label: "allocator",
@@ -44,7 +45,7 @@ pub const KINDS: &[Kind] = &[
         defines: |s| s == "tc_malloc" || s.starts_with("_ZN8tcmalloc"),
         meaning: "its spin locks sleep in syscall(SYS_futex), which greenhook turns into a fiber wait \
                   inside malloc; each fiber is one more thread to it, with a thread cache of its own (as much \
-                  memory per fiber as per thread)",
+                  memory per fiber as per thread); linked into the program, fibers switch only where they wait",
     },
     Kind {
         label: "allocator",
@@ -52,7 +53,8 @@ pub const KINDS: &[Kind] = &[
         libraries: &["libmimalloc"],
         defines: |s| s == "mi_malloc" || s == "mi_version",
         meaning: "its heaps are per thread and lock-free: each fiber is one more thread to it, with a heap \
-                  of its own (as much memory per fiber as per thread: ~190 KiB for one that allocates)",
+                  of its own (as much memory per fiber as per thread: ~190 KiB for one that allocates); linked \
+                  into the program, fibers switch only where they wait",
     },
     Kind {
         label: "io_uring",
