@@ -5,6 +5,7 @@
 mod alloc;
 mod bind;
 mod cancel;
+mod cargo;
 mod gc;
 mod mariadb;
 mod memcached;
@@ -150,6 +151,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(workers::CASES);
     cases.extend(cancel::CASES);
     cases.push(gc::CASE);
+    cases.push(cargo::CASE);
     cases
 }
 
