@@ -11,6 +11,10 @@
 //!   value, queues; pipes passed by inheritance and over a Unix socket,
 //!   named semaphores), `ProcessPoolExecutor`, asyncio with an executor and
 //!   a subprocess, a signal from a thread, `subprocess.run`.
+//! - `compat/programs/numpy_blas.py`: Debian's numpy on OpenBLAS's
+//!   pthreads build, 4 threads: its workers wait for work spinning on
+//!   `sched_yield`, then on a condvar; products from 4 Python threads at
+//!   once; LAPACK's SVD and solve.
 
 use std::time::Duration;
 
@@ -20,7 +24,7 @@ use crate::proc;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-pub const CASES: [Case; 2] = [
+pub const CASES: [Case; 3] = [
     Case {
         name: "python-sync",
         program: "python3 threading: pool, queue, barrier, semaphore, condition, timed waits, locals",
@@ -34,6 +38,20 @@ pub const CASES: [Case; 2] = [
         quick: true,
         needs: &[Need::command("python3", "python3")],
         run: |ctx, mode| script(ctx, mode, "python-processes", "programs/python_processes.py"),
+    },
+    Case {
+        name: "numpy",
+        program: "python3 numpy on OpenBLAS's pthreads pool (4 threads spinning on sched_yield, then condvars): products, from 4 threads at once, SVD, solve",
+        quick: true,
+        needs: &[
+            Need::command("python3", "python3"),
+            Need::file("python3-numpy", "/usr/lib/python3/dist-packages/numpy/__init__.py"),
+            Need::file(
+                "libopenblas0-pthread",
+                "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3",
+            ),
+        ],
+        run: |ctx, mode| script(ctx, mode, "numpy", "programs/numpy_blas.py"),
     },
 ];
 
