@@ -22,7 +22,7 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 
 pub const CASE: Case = Case {
     name: "cargo",
-    program: "cargo build -j4 + cargo test: a proc macro and a program using it and libc (rustc: jemalloc as its malloc, LLVM's threads, the macro dlopened)",
+    program: "cargo build -j4 + cargo test of a proc macro and a program using it and libc (rustc: its own jemalloc, LLVM threads)",
     quick: true,
     needs: &[],
     run,
