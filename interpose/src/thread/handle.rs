@@ -75,6 +75,9 @@ pub(super) enum Gone {
 
 /// Notes that the detached thread `h` ended.
 pub(super) fn ended_detached(h: usize) {
+    // The queue may grow: as machinery, so that an allocator's lock taken
+    // meanwhile cannot park this fiber with the queue borrowed.
+    let _g = hub::internal::Guard::new();
     DETACHED.with(|d| {
         let mut d = d.borrow_mut();
         if d.len() == DETACHED_KEPT {
