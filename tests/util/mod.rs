@@ -113,19 +113,15 @@ pub fn compile_shared(name: &str) -> PathBuf {
 
 /// The files `src` names in `#include "…"` lines (a test may include
 /// another test's `.c`), as written.
-fn quoted_includes(src: &Path) -> impl Iterator<Item = String> {
+fn quoted_includes(src: &Path) -> Vec<String> {
     std::fs::read_to_string(src)
         .unwrap_or_default()
         .lines()
         .filter_map(|l| {
-            l.trim()
-                .strip_prefix("#include \"")?
-                .split('"')
-                .next()
-                .map(str::to_owned)
+            let name = l.trim().strip_prefix("#include \"")?;
+            name.split('"').next().map(str::to_owned)
         })
-        .collect::<Vec<_>>()
-        .into_iter()
+        .collect()
 }
 
 /// [`compile`] and [`compile_shared`]: `tests/c/<name>.c` with `$CC` (or
@@ -147,7 +143,7 @@ fn build(name: &str, extra_flags: &[&str], out: &str) -> PathBuf {
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "h"))
-        .chain(quoted_includes(&src).map(|f| src_dir.join(f)))
+        .chain(quoted_includes(&src).into_iter().map(|f| src_dir.join(f)))
         .filter_map(|p| mtime(&p))
         .fold(src_time, |a, b| a.max(b));
 
