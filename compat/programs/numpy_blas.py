@@ -1,10 +1,11 @@
 """numpy on OpenBLAS's pthreads pool (compat's numpy row): matrix products
-split over 4 threads (the caller and 3 of OpenBLAS's, which wait for work
-by spinning with sched_yield and then sleep on a condvar; set by
-`openblas_set_num_threads`, which the environment's count, capped at the
-CPUs, would not reach on 2); products called from 4 Python
-threads at once (OpenBLAS's buffers under its mutexes); SVD and solve
-through LAPACK. Prints one line per step, the same in every run."""
+split over 4 threads (the caller and 3 of OpenBLAS's, set by
+`openblas_set_num_threads`: the environment's count is capped at the CPUs,
+2 here), whose threads wait for each other with sched_yield; products
+called from 4 Python threads at once (OpenBLAS's buffers under its
+mutexes); SVD, and solve, whose parallel LU factorisation (dgetrf) waits
+in loops that call nothing: under fibers each such wait ends at a
+preemption tick. Prints one line per step, the same in every run."""
 import ctypes
 import os
 import threading

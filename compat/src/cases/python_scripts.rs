@@ -12,9 +12,10 @@
 //!   named semaphores), `ProcessPoolExecutor`, asyncio with an executor and
 //!   a subprocess, a signal from a thread, `subprocess.run`.
 //! - `compat/programs/numpy_blas.py`: Debian's numpy on OpenBLAS's
-//!   pthreads build, 4 threads: its workers wait for work spinning on
-//!   `sched_yield`, then on a condvar; products from 4 Python threads at
-//!   once; LAPACK's SVD and solve.
+//!   pthreads build, 4 threads: products (whose threads wait for each
+//!   other with `sched_yield`), from 4 Python threads at once; LAPACK's SVD
+//!   and solve (whose LU factorisation's threads wait for each other in
+//!   loops that call nothing: each such wait ends at a preemption tick).
 
 use std::time::Duration;
 
@@ -41,7 +42,7 @@ pub const CASES: [Case; 3] = [
     },
     Case {
         name: "numpy",
-        program: "python3 numpy on OpenBLAS's pthreads pool (4 threads spinning on sched_yield, then condvars): products, from 4 threads at once, SVD, solve",
+        program: "python3 numpy on OpenBLAS's pthreads pool of 4 (spin waits: sched_yield, or none at all): products, from 4 threads at once, SVD, solve",
         quick: true,
         needs: &[
             Need::command("python3", "python3"),
