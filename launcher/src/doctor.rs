@@ -138,7 +138,7 @@ fn report(out: &mut String, info: &ElfInfo, lib: Option<&OsString>) -> Result<u8
         );
     }
 
-    resembles::report(out, &info.needed, &info.resembles);
+    resembles::report(out, &info.needed, &info.resembles, info.exports.contains("malloc"));
 
     let lib_path = library::find(lib)?;
     let lib_info = read_elf(&lib_path).map_err(|e| format!("cannot read the hooks library: {e}"))?;

@@ -93,8 +93,10 @@ pub fn defined_by(symbol: &str) -> Option<usize> {
 
 /// Writes one line per kind found: by `needed` (the program's `DT_NEEDED`)
 /// or by `defined` (index into [`KINDS`], symbol), and one for the
-/// allocator when none was found.
-pub fn report(out: &mut String, needed: &[String], defined: &[(usize, String)]) {
+/// allocator when none was found: the program's own when it exports
+/// `malloc` (`own_malloc`: the loader then takes its for everyone's, as
+/// greenhook does), else glibc's.
+pub fn report(out: &mut String, needed: &[String], defined: &[(usize, String)], own_malloc: bool) {
     let mut any_allocator = false;
     for (i, kind) in KINDS.iter().enumerate() {
         let how = if let Some(lib) = needed.iter().find(|n| kind.libraries.iter().any(|l| n.starts_with(l))) {
@@ -113,7 +115,13 @@ pub fn report(out: &mut String, needed: &[String], defined: &[(usize, String)]) 
             squeeze(kind.meaning)
         );
     }
-    if !any_allocator {
+    if !any_allocator && own_malloc {
+        let _ = writeln!(
+            out,
+            "  allocator: the program's own (it defines malloc): its code cannot be told from the program's, so \
+             fibers switch only where they wait (no time slice ends, nothing is preempted)"
+        );
+    } else if !any_allocator {
         let _ = writeln!(
             out,
             "  allocator: glibc's malloc (no jemalloc, tcmalloc or mimalloc linked in): its locks are internal, never a fiber wait"
@@ -137,7 +145,7 @@ mod tests {
             .filter_map(|s| defined_by(s).map(|k| (k, s.to_string())))
             .collect();
         let mut out = String::new();
-        report(&mut out, &needed, &defined);
+        report(&mut out, &needed, &defined, false);
         out
     }
 
@@ -188,5 +196,19 @@ mod tests {
             out.lines().all(|l| !l.trim().contains("  ")),
             "one space between words: {out}"
         );
+    }
+
+    #[test]
+    fn a_malloc_of_the_programs_own() {
+        // mold links mimalloc in with its names stripped: only `malloc`
+        // tells.
+        let mut out = String::new();
+        report(&mut out, &["libc.so.6".to_string()], &[], true);
+        assert!(
+            out.contains("allocator: the program's own (it defines malloc)"),
+            "{out}"
+        );
+        assert!(out.contains("fibers switch only where they wait"), "{out}");
+        assert!(!out.contains("glibc"), "{out}");
     }
 }
