@@ -24,7 +24,10 @@
 //!    lock+unlock (target ≤ glibc's own cost), and the system calls per
 //!    round trip of each (target 0); the condvar and semaphore ping-pongs
 //!    again with timed waits (a deadline in the caller's frame; the condvar
-//!    also on a `CLOCK_MONOTONIC` condvar), and their system calls;
+//!    also on a `CLOCK_MONOTONIC` condvar), and their system calls; a
+//!    spin wait (`tests/c/spin_waits.c`: a turn handed back and forth by
+//!    threads that wait reading it in a loop), CPU time per wait against
+//!    the same program on one CPU without greenhook;
 //! 6. process-shared objects (`tests/c/pshared_pingpong.c`): a parent and
 //!    its forked child take turns through a process-shared mutex and
 //!    condvar, and through two semaphores, each process with a second
@@ -168,6 +171,29 @@ fn sync_pingpong(mode: &str) -> [f64; 4] {
     runs.map(median)
 }
 
+/// A spin wait's cost (`spin_waits turns`: two threads hand a turn back
+/// and forth, each waiting in a loop that only reads it): CPU time per
+/// wait, unpatched with both threads on one CPU (each wait ends when the
+/// kernel's tick preempts the spinner) and patched (when greenhook's
+/// preemption tick does): medians of interleaved runs, in ms.
+fn spin_wait() -> (f64, f64) {
+    let bin = util::compile("spin_waits");
+    let per_wait = |r: &util::Run| {
+        let cpu = stderr_value(&r.stderr, "cpu_ms").expect("cpu_ms");
+        let waits = stderr_value(&r.stderr, "waits").expect("waits");
+        cpu / waits.max(1.0)
+    };
+    let rounds = if quick() { "50" } else { "200" };
+    let (mut u, mut p) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        u.push(per_wait(&on_one_cpu(|| {
+            util::run(&bin, &["turns", rounds], false, &[])
+        })));
+        p.push(per_wait(&util::run(&bin, &["turns", rounds], true, &[])));
+    }
+    (median(u), median(p))
+}
+
 /// One `bench_open` mode (`open`, `fopen`): medians of interleaved
 /// unpatched and patched runs, in ns per open and close in a thread.
 fn open_mode(mode: &str) -> (f64, f64) {
@@ -308,6 +334,12 @@ fn main() {
             u1 / ps
         );
     }
+    let (u, p) = spin_wait();
+    println!(
+        "{:<52} {u:>9.2} ms {p:>9.2} ms {:>7.2}×",
+        "spin wait ended by preemption (CPU per wait, 1 CPU)",
+        p / u
+    );
     for (mode, label) in [
         ("mutex", "uncontended mutex lock+unlock, in a thread"),
         ("rwlock", "uncontended rwlock rdlock+unlock, in a thread"),

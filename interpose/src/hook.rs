@@ -117,12 +117,16 @@ pub(crate) fn init_stats() {
     }
 }
 
-/// The stats row of preemptions by signal (see `preempt`).
-fn preempted() -> Option<(&'static str, u64)> {
+/// The stats rows of preemptions by signal, and of those at a spin wait
+/// (see `preempt`).
+fn preempted() -> [(&'static str, u64); 2] {
     #[cfg(greenhook_linux_hooks)]
-    return Some(("preempted", crate::preempt::preemptions()));
+    return [
+        ("preempted", crate::preempt::preemptions()),
+        ("preempted spinning", crate::preempt::spin_preemptions()),
+    ];
     #[cfg(not(greenhook_linux_hooks))]
-    None
+    [("preempted", 0), ("preempted spinning", 0)]
 }
 
 /// A hook's name, as a type ([`hook!`] makes one per hook): what a panic

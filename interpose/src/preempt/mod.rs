@@ -11,9 +11,10 @@
 //! yield changes nothing a program may rely on. A thread that calls no
 //! hooked function at all (a pure computation) is preempted by a signal
 //! instead, where its stack shows that is as safe ([`tick`], x86-64 under
-//! the preload); where it is not (a computation inside libc, or in a
-//! callback libc called), it still holds the hub: the stall monitor names
-//! it.
+//! the preload), and at once when it is waiting for another thread by
+//! reading memory in a loop ([`spin`]); where it is not safe (a computation
+//! inside libc, or in a callback libc called), it still holds the hub: the
+//! stall monitor names it.
 //!
 //! Cost: one load and one store of a counter at each hook's return; every
 //! 256th looks at the coarse monotonic clock and the hub's switch count. A
@@ -32,6 +33,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 mod allocator;
 mod code;
+#[cfg(target_arch = "x86_64")]
+mod spin;
 #[cfg(target_arch = "x86_64")]
 mod tick;
 
@@ -119,6 +122,14 @@ pub(crate) fn signal() -> Option<libc::c_int> {
 pub(crate) fn preemptions() -> u64 {
     #[cfg(target_arch = "x86_64")]
     return tick::PREEMPTIONS.load(Relaxed);
+    #[cfg(not(target_arch = "x86_64"))]
+    0
+}
+
+/// Of [`preemptions`], those at a spin wait before the slice's end.
+pub(crate) fn spin_preemptions() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    return tick::SPIN_PREEMPTIONS.load(Relaxed);
     #[cfg(not(target_arch = "x86_64"))]
     0
 }

@@ -9,12 +9,18 @@
 //!
 //! **When.** Each OS thread that runs fibers gets a POSIX timer on its own
 //! CPU-time clock (`CLOCK_THREAD_CPUTIME_ID`, `SIGEV_THREAD_ID`), firing
-//! `SIGURG` every slice of CPU time (`GREENHOOK_SLICE_MS`). A thread that
-//! waits uses no CPU, so an idle process gets no signal at all. The kernel
-//! fires CPU timers on the way back to user mode (task work, Linux 5.10+
-//! on x86-64), after a system call has finished: the signal never cuts a
-//! call short. The handler looks at the hub's switch count: when it has
-//! not moved since the last tick, one context ran a whole slice.
+//! `SIGURG` every tick of CPU time: 1 ms, or the slice (`GREENHOOK_SLICE_MS`)
+//! if shorter, a slice being a whole number of ticks. The kernel checks CPU
+//! timers at its scheduler tick (every 4 ms with `HZ=250`), and merges the
+//! expiries in between into one signal (its overrun, which counts). A
+//! thread that waits uses no CPU, so an idle process gets no signal at all.
+//! The kernel fires CPU timers on the way back to user mode (task work,
+//! Linux 5.10+ on x86-64), after a system call has finished: the signal
+//! never cuts a call short. The handler looks at the hub's switch count:
+//! when it has not moved for a slice's worth of ticks, one context ran a
+//! whole slice. Before that, a context that the tick finds in a spin wait
+//! (a short loop that only reads memory, [`super::spin`]) is preempted at
+//! once: it waits for another fiber, which cannot run until it yields.
 //!
 //! **Where.** Only where the interrupted code is the program's own and no
 //! libc lock can be held on its behalf:
@@ -54,7 +60,7 @@
 //! `GREENHOOK_PREEMPT=0` turns all of this off.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 use libc::{c_int, c_void, siginfo_t};
 
@@ -75,6 +81,21 @@ static OWN_TLS: AtomicBool = AtomicBool::new(false);
 static XSAVE_AREA: AtomicUsize = AtomicUsize::new(0);
 /// Preemptions so far (for the stats table and tests).
 pub(crate) static PREEMPTIONS: AtomicU64 = AtomicU64::new(0);
+/// Of which at a spin wait, before the slice's end (see `super::spin`).
+pub(crate) static SPIN_PREEMPTIONS: AtomicU64 = AtomicU64::new(0);
+/// The tick's period is at most this, so that a spin wait ends soon
+/// (within a tick's CPU time); a slice is a whole number of ticks.
+const TICK_AT_MOST_NS: u64 = 1_000_000;
+/// Ticks in a slice (see [`ticks`]).
+static TICKS_PER_SLICE: AtomicU32 = AtomicU32::new(1);
+
+/// The ticks a slice of `slice_ns` is cut into, and the tick's period:
+/// as many as make a tick at most [`TICK_AT_MOST_NS`] (one tick for a
+/// slice as short or shorter).
+fn ticks(slice_ns: u64) -> (u32, u64) {
+    let n = (slice_ns / TICK_AT_MOST_NS).clamp(1, u64::from(u32::MAX));
+    (n as u32, slice_ns / n)
+}
 
 /// Per OS thread (shared by its fibers).
 struct Thread {
@@ -82,6 +103,13 @@ struct Thread {
     timer: Cell<Option<c_int>>,
     /// The hub's switch count at the last tick.
     last: Cell<u64>,
+    /// Ticks in a row at which it had not moved.
+    quiet: Cell<u32>,
+    /// A redirect for a spin wait found no safe switch: none again for a
+    /// spin wait until the switch count moves (each try walks the stack).
+    hold: Cell<bool>,
+    /// Whether the redirect under way is for a spin wait.
+    spin: Cell<bool>,
     /// Where the interrupted code resumes, from the handler's redirect
     /// until the trampoline takes it (0: no redirect under way; while one
     /// is, no other is made on this thread).
@@ -91,6 +119,9 @@ struct Thread {
 static THREAD: hub::PerThread<Thread> = hub::PerThread::new(|| Thread {
     timer: Cell::new(None),
     last: Cell::new(u64::MAX),
+    quiet: Cell::new(0),
+    hold: Cell::new(false),
+    spin: Cell::new(false),
     resume: Cell::new(0),
 });
 
@@ -112,6 +143,7 @@ pub(crate) fn init(slice_ns: u64) {
     if !frames::init() {
         return;
     }
+    TICKS_PER_SLICE.store(ticks(slice_ns).0, Relaxed);
     // SAFETY: a zeroed sigaction filled in with a valid handler; the real
     // sigaction, not our hook.
     let r = unsafe {
@@ -147,9 +179,14 @@ pub(crate) fn arm() {
     }
     THREAD.with(|t| {
         if t.timer.get().is_none() {
+            // Before the first tick can look for a spin wait: a process
+            // that never makes a fiber never builds the decoder's tables
+            // (~130 KiB of heap).
+            super::spin::warm();
             OWN_TLS.store(fiber::tls::enabled(), Relaxed);
             t.timer.set(start_timer());
             t.last.set(u64::MAX);
+            t.quiet.set(0);
         }
     });
 }
@@ -183,7 +220,7 @@ fn start_timer() -> Option<c_int> {
     if r != 0 {
         return None;
     }
-    let ns = super::slice_ns();
+    let ns = ticks(super::slice_ns()).1;
     let period = libc::timespec {
         tv_sec: (ns / 1_000_000_000) as libc::time_t,
         tv_nsec: (ns % 1_000_000_000) as libc::c_long,
@@ -220,28 +257,42 @@ extern "C" fn on_signal(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) {
         crate::signal::program_preempt_signal(sig, info, uc);
         return;
     }
+    // Expiries the kernel merged into this one: CPU timers fire at the
+    // scheduler's tick (every 4 ms with HZ=250), so a shorter period
+    // arrives as fewer signals that each stand for more ticks.
+    // SAFETY: a timer's siginfo, as tested above.
+    let overrun = unsafe { si.si_overrun() }.max(0) as u32;
     let e = crate::errno::get();
     // SAFETY: the kernel's ucontext for this signal.
-    unsafe { on_tick(uc.cast()) };
+    unsafe { on_tick(uc.cast(), 1 + overrun) };
     crate::errno::set(e);
 }
 
 /// A tick: redirects the interrupted code to the trampoline when the same
-/// context ran the whole slice and may be switched here (see the module
-/// docs, step 1).
+/// context ran the whole slice, or is in a spin wait, and may be switched
+/// here (see the module docs, step 1).
+///
+/// `expiries`: the timer's expiries this signal stands for (1 and its overrun).
 ///
 /// # Safety
 /// `uc` is the kernel's ucontext of the signal being handled.
-unsafe fn on_tick(uc: *mut libc::ucontext_t) {
-    let due = THREAD.with_existing(|t| {
+unsafe fn on_tick(uc: *mut libc::ucontext_t, expiries: u32) {
+    // (whether a slice has passed without a switch, whether a spin wait
+    // may be looked for), when no redirect is under way.
+    let state = THREAD.with_existing(|t| {
         let now = hub::switch_count();
         if now != t.last.get() {
             t.last.set(now);
-            return false;
+            t.quiet.set(0);
+            t.hold.set(false);
+        } else {
+            t.quiet.set(t.quiet.get().saturating_add(expiries));
         }
-        t.resume.get() == 0
+        let slice = t.quiet.get() >= TICKS_PER_SLICE.load(Relaxed);
+        (t.resume.get() == 0).then_some((slice, !t.hold.get()))
     });
-    if due != Some(true) || hub::internal::in_greenhook() || !super::may_switch_here() {
+    let Some(Some((slice, spin))) = state else { return };
+    if !(slice || spin) || hub::internal::in_greenhook() || !super::may_switch_here() {
         return;
     }
     // SAFETY: the caller's contract.
@@ -261,7 +312,13 @@ unsafe fn on_tick(uc: *mut libc::ucontext_t) {
     if !own_tls || (lo != 0 && rsp.saturating_sub(lo) < ROOM) {
         return;
     }
-    let _ = THREAD.with_existing(|t| t.resume.set(rip));
+    if !slice && !super::spin::waits(rip) {
+        return;
+    }
+    let _ = THREAD.with_existing(|t| {
+        t.resume.set(rip);
+        t.spin.set(!slice);
+    });
     // Below the red zone the interrupted function may be using.
     g[libc::REG_RSP as usize] = (rsp - 128) as i64;
     g[libc::REG_RIP as usize] = __greenhook_preempt_trampoline as *const () as usize as i64;
@@ -303,9 +360,23 @@ unsafe extern "C-unwind" fn preempted(slot: *mut usize) {
     // SAFETY: the trampoline's return slot, on its own frame.
     unsafe { *slot = rip };
     let e = crate::errno::get();
+    let spin = THREAD.with_existing(|t| t.spin.get()).unwrap_or(false);
     if frames::switch_is_safe() {
         PREEMPTIONS.fetch_add(1, Relaxed);
+        if spin {
+            SPIN_PREEMPTIONS.fetch_add(1, Relaxed);
+        }
         super::switch_at_return(hub::yield_to_hub);
+    } else {
+        // Not here: a spin wait is not looked for again until a switch,
+        // a slice's end is tried again a slice later.
+        let _ = THREAD.with_existing(|t| {
+            if spin {
+                t.hold.set(true);
+            } else {
+                t.quiet.set(0);
+            }
+        });
     }
     crate::errno::set(e);
 }
