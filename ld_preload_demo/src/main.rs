@@ -445,7 +445,7 @@ fn demo_cpu(env: &Env, ms: u64, rep: &mut Report) -> Option<PathBuf> {
     let n = stall_run(env, "cpu", ms, true, &[OFF]);
     let m = stall_run(env, "cpu", ms, true, &[("GREENHOOK_STALL_MS", "50"), OFF]);
     let verdict = match (stalled(&u, ms), stalled(&p, ms)) {
-        (false, false) => "no stall: the loop calls nothing, so a CPU-time signal preempts it every 10-20 ms",
+        (false, false) => "no stall: the loop calls nothing, so a CPU-time signal preempts it every 10-16 ms",
         (false, true) => "stall: the loop was not preempted (unexpected on x86-64)",
         _ => "unexpected: see the numbers",
     };
