@@ -9,9 +9,10 @@
 //! which a spinner that began just after a switch reaches only a whole
 //! slice later: each wait cost 10–20 ms of CPU. So a tick also looks at the
 //! interrupted instruction: when it lies in a short loop that reads memory
-//! at addresses the loop never changes, writes no memory and calls
-//! nothing, the context is waiting for someone else, and it is preempted
-//! at once (the same safety checks and the same yield as a slice's end).
+//! at addresses the loop never changes (or executes `pause`: a spinlock's
+//! backoff between two reads), writes no memory and calls nothing, the
+//! context is waiting for someone else, and it is preempted at once (the
+//! same safety checks and the same yield as a slice's end).
 //!
 //! The test is a heuristic with a one-sided cost: a loop taken for a spin
 //! wait that is not one (a search that reads one address over and over)
@@ -120,7 +121,7 @@ fn find_loop(code: &[u8], at: usize, rip: usize, body: &mut [Instruction; MOST])
 }
 
 /// Whether the loop `body` only reads memory, at addresses it does not
-/// change, and reads some.
+/// change, and reads some or pauses.
 fn is_spin(body: &[Instruction]) -> bool {
     let (start, end) = (body[0].ip(), body[body.len() - 1].next_ip());
     // Registers the loop changes, from instruction to instruction: a load
@@ -140,14 +141,17 @@ fn is_spin(body: &[Instruction]) -> bool {
             break;
         }
     }
-    let mut reads = false;
+    // Memory read, or a `pause`: a delay loop between two reads (a
+    // spinlock's backoff) reads nothing, but no computation pauses.
+    let mut waits = false;
     for (k, i) in body.iter().enumerate() {
         if i.has_lock_prefix() || i.has_rep_prefix() || i.has_repne_prefix() {
             return false;
         }
         let closing = k == body.len() - 1;
         match i.mnemonic() {
-            Mnemonic::Pause | Mnemonic::Nop | Mnemonic::Lfence => {}
+            Mnemonic::Pause => waits = true,
+            Mnemonic::Nop | Mnemonic::Lfence => {}
             _ if i.is_jcc_short_or_near() || (closing && i.is_jmp_short_or_near()) => {
                 // Only the closing jump goes back; the others leave.
                 let t = i.near_branch_target();
@@ -169,14 +173,14 @@ fn is_spin(body: &[Instruction]) -> bool {
                 if i.mnemonic() == Mnemonic::Lea {
                     continue;
                 }
-                reads = true;
+                waits = true;
                 if changed & (bit(i.memory_base()) | bit(i.memory_index())) != 0 {
                     return false;
                 }
             }
         }
     }
-    reads
+    waits
 }
 
 /// Instructions that write their first operand (a register, for a loop to
@@ -325,6 +329,14 @@ mod tests {
         // 0: add $1,%rax; 4: cmp %rbx,%rax; 7: jne 0
         let code = [0x48, 0x83, 0xc0, 0x01, 0x48, 0x39, 0xd8, 0x75, 0xf7];
         assert!(!spins(&code, 0));
+    }
+
+    #[test]
+    fn a_pause_delay_is_a_spin_wait() {
+        // A spinlock's backoff between two reads of the lock:
+        // 0: pause; 2: sub $1,%eax; 5: jne 0
+        let code = [0xf3, 0x90, 0x83, 0xe8, 0x01, 0x75, 0xf9];
+        assert!(spins(&code, 2));
     }
 
     #[test]
