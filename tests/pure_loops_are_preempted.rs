@@ -130,13 +130,16 @@ fn spin_waits_end_at_the_first_tick() {
 
 /// A test-and-test-and-set spinlock among 4 threads: a holder preempted
 /// at its slice's end inside the critical section is waited for by the
-/// others' spinning, which is cut short; the count stays exact.
+/// others' spinning (on the lock, or in `pause` loops of growing length
+/// between two reads of it), which is cut short; the count stays exact.
 #[test]
 fn a_spinlock_holder_preempted_inside_runs_again() {
     let bin = compile("spin_waits");
-    let plain = run(&bin, &["lock", "2000"], false, &[]);
-    let r = run(&bin, &["lock", "2000"], true, &[("GREENHOOK_STATS", "1")]);
-    assert_eq!(r.stdout, "counter: 8000 of 8000\n", "{}", r.describe());
-    assert_eq!(r.stdout, plain.stdout);
-    assert!(stat(&r.stderr, "spinning") > 0, "{}", r.stderr);
+    for mode in ["lock", "backoff"] {
+        let plain = run(&bin, &[mode, "2000"], false, &[]);
+        let r = run(&bin, &[mode, "2000"], true, &[("GREENHOOK_STATS", "1")]);
+        assert_eq!(r.stdout, "counter: 8000 of 8000\n", "{mode}: {}", r.describe());
+        assert_eq!(r.stdout, plain.stdout);
+        assert!(stat(&r.stderr, "spinning") > 0, "{mode}: {}", r.stderr);
+    }
 }

@@ -10,6 +10,8 @@
  *            pass (what -O0 makes of `while (*p != me) ;`)
  *   lock     4 threads add to one counter ROUNDS times each under a
  *            test-and-test-and-set spinlock, spinning on a plain read
+ *   backoff  the same, a loop of `pause`s (twice as many each time, up
+ *            to 1024) between two reads of the lock
  *
  * stdout: what was done (the same with or without greenhook)
  * stderr: cpu_ms=<process CPU time> and waits=<spin waits begun>, a line each
@@ -71,6 +73,22 @@ static int turns(void)
 #define LOCKERS 4
 static _Atomic int lock;
 static long counter;
+static int mode_backoff;
+
+/* Waits for the lock to look free: reading it, or pausing longer and
+ * longer between reads. */
+static void until_free(void)
+{
+    unsigned delay = 1;
+    while (atomic_load_explicit(&lock, memory_order_relaxed)) {
+        if (!mode_backoff)
+            continue;
+        for (unsigned k = 0; k < delay; k++)
+            __builtin_ia32_pause();
+        if (delay < 1024)
+            delay *= 2;
+    }
+}
 
 static void *locker(void *arg)
 {
@@ -78,8 +96,7 @@ static void *locker(void *arg)
     for (long i = 0; i < rounds; i++) {
         while (atomic_exchange_explicit(&lock, 1, memory_order_acquire)) {
             atomic_fetch_add_explicit(&waits, 1, memory_order_relaxed);
-            while (atomic_load_explicit(&lock, memory_order_relaxed))
-                ;
+            until_free();
         }
         /* A critical section long enough for a tick to land in it now
          * and then: the holder may be preempted while it holds the lock. */
@@ -113,7 +130,8 @@ int main(int argc, char **argv)
     mode_pointer = !strcmp(mode, "pointer");
     if (!strcmp(mode, "turns") || mode_pause || mode_pointer) {
         r = turns();
-    } else if (!strcmp(mode, "lock")) {
+    } else if (!strcmp(mode, "lock") || !strcmp(mode, "backoff")) {
+        mode_backoff = !strcmp(mode, "backoff");
         r = locked();
     } else {
         fprintf(stderr, "unknown mode %s\n", mode);
