@@ -71,7 +71,7 @@ pub const SETTINGS: &[Setting] = &[
         arg: "N",
         value: Value::Count,
         meaning:
-            "a thread that never waits yields after N ms at a hook's return, or N-2N ms of CPU by signal (0: never)",
+            "a thread that never waits yields after N ms at a hook's return, or about N ms of CPU by signal, at once in a spin wait (0: never)",
         default: "10",
     },
     Setting {
