@@ -6,7 +6,7 @@
 
 mod util;
 
-use util::{compile, differential, run};
+use util::{compile, differential, named_value, run};
 
 #[test]
 fn spinning_threads_let_main_run_and_keep_their_registers() {
@@ -95,15 +95,6 @@ fn stat(stderr: &str, word: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// The `waits=` count the program prints.
-fn waits(stderr: &str) -> u64 {
-    stderr
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("waits="))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 /// Two threads hand a turn back and forth, each waiting in a loop that
 /// only reads the turn (plain, with `pause`, through a pointer read from
 /// the frame): every wait ends at the first tick that lands in it, as a
@@ -118,7 +109,8 @@ fn spin_waits_end_at_the_first_tick() {
         let r = run(&bin, &[mode, "100"], true, &[("GREENHOOK_STATS", "1")]);
         assert_eq!(r.stdout, plain.stdout, "{mode}: {}", r.describe());
         assert_eq!(r.stdout, "turns: 100 and 100, turn ends with 0\n", "{mode}");
-        let (waited, spinning) = (waits(&r.stderr), stat(&r.stderr, "spinning"));
+        let waited = named_value(&r.stderr, "waits").unwrap_or(0);
+        let spinning = stat(&r.stderr, "spinning");
         assert!(waited >= 100, "{mode}: {}", r.stderr);
         assert!(
             spinning * 10 >= waited * 9,
