@@ -18,7 +18,7 @@ fn offload_runs_off_the_hub_and_wakes_the_caller() {
     let workers: Vec<_> = (0..8u64)
         .map(|i| {
             greenhook::spawn(move || {
-                let (tid, v) = hub::offload(move || {
+                let (tid, v) = hub::offload(hub::Lane::Work, move || {
                     // A real blocking call: it would stall the hub if run there.
                     std::thread::sleep(Duration::from_millis(50));
                     (std::thread::current().id(), i * 2)
@@ -44,7 +44,7 @@ fn offload_runs_off_the_hub_and_wakes_the_caller() {
 #[test]
 fn a_burst_grows_the_pool_past_an_idle_worker() {
     // Leave (at least) one idle worker behind.
-    hub::offload(|| ());
+    hub::offload(hub::Lane::Work, || ());
     std::thread::sleep(Duration::from_millis(20));
     let running = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let peak = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -52,7 +52,7 @@ fn a_burst_grows_the_pool_past_an_idle_worker() {
         .map(|_| {
             let (running, peak) = (running.clone(), peak.clone());
             greenhook::spawn(move || {
-                hub::offload(move || {
+                hub::offload(hub::Lane::Work, move || {
                     use std::sync::atomic::Ordering::SeqCst;
                     let now = running.fetch_add(1, SeqCst) + 1;
                     peak.fetch_max(now, SeqCst);
@@ -73,9 +73,9 @@ fn a_burst_grows_the_pool_past_an_idle_worker() {
 #[test]
 fn offload_borrows_and_propagates_panics() {
     let data = [1u32, 2, 3];
-    let sum = hub::offload(|| data.iter().sum::<u32>());
+    let sum = hub::offload(hub::Lane::Work, || data.iter().sum::<u32>());
     assert_eq!(sum, 6);
-    let r = std::panic::catch_unwind(|| hub::offload(|| panic!("in the pool")));
+    let r = std::panic::catch_unwind(|| hub::offload(hub::Lane::Work, || panic!("in the pool")));
     assert!(r.is_err());
 }
 
@@ -103,6 +103,7 @@ fn an_interruptible_offload_reports_interrupts_and_still_waits_for_the_job() {
         let borrowed = [7u64; 4];
         let t0 = Instant::now();
         let sum = hub::offload_interruptible(
+            hub::Lane::Work,
             || {
                 std::thread::sleep(Duration::from_millis(150));
                 borrowed.iter().sum::<u64>()
@@ -135,4 +136,73 @@ fn an_interruptible_offload_reports_interrupts_and_still_waits_for_the_job() {
     let (interrupts, polls) = calls.get();
     assert_eq!(interrupts, 1);
     assert!(polls >= 1, "no look at the job's end after the interruption");
+}
+
+/// The wait lane never queues a call behind another: calls that each wait
+/// until all of them are running at once (three times the work lane's
+/// bound) all end. The work lane keeps its bound. Idle wait workers beyond
+/// the bound leave after `hub::LINGER`.
+#[test]
+fn waits_get_a_worker_each_and_work_keeps_its_bound() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
+
+    let n = 3 * hub::pool_size();
+    let started = Arc::new(AtomicUsize::new(0));
+    let fibers: Vec<_> = (0..n)
+        .map(|_| {
+            let started = started.clone();
+            greenhook::spawn(move || {
+                hub::offload(hub::Lane::Wait, move || {
+                    started.fetch_add(1, SeqCst);
+                    let t0 = Instant::now();
+                    while started.load(SeqCst) < n {
+                        if t0.elapsed() > Duration::from_secs(10) {
+                            return false;
+                        }
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    true
+                })
+            })
+        })
+        .collect();
+    let all = fibers.into_iter().map(|f| f.join().unwrap()).filter(|&ok| ok).count();
+    assert_eq!(all, n, "only {} of {n} waits ran at once", started.load(SeqCst));
+    let (_, waiting) = hub::pool_workers();
+    assert!(waiting >= n, "{waiting} wait workers for {n} waits at once");
+
+    let (running, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let fibers: Vec<_> = (0..hub::pool_size() + 3)
+        .map(|_| {
+            let (running, peak) = (running.clone(), peak.clone());
+            greenhook::spawn(move || {
+                hub::offload(hub::Lane::Work, move || {
+                    peak.fetch_max(running.fetch_add(1, SeqCst) + 1, SeqCst);
+                    std::thread::sleep(Duration::from_millis(30));
+                    running.fetch_sub(1, SeqCst);
+                })
+            })
+        })
+        .collect();
+    for f in fibers {
+        f.join().unwrap();
+    }
+    let peak = peak.load(SeqCst);
+    assert!(
+        peak <= hub::pool_size(),
+        "{peak} work calls at once, bound {}",
+        hub::pool_size()
+    );
+
+    let t0 = Instant::now();
+    while hub::pool_workers().1 > hub::pool_size() && t0.elapsed() < hub::LINGER * 3 {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (_, left) = hub::pool_workers();
+    assert!(
+        left <= hub::pool_size(),
+        "{left} idle wait workers after {:?}",
+        t0.elapsed()
+    );
 }

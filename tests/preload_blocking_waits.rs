@@ -1,5 +1,6 @@
 //! Waits epoll cannot watch (file locks, System V IPC, POSIX message
-//! queues, `msync`) and the splice family, run differentially: `tests/c/blocking_waits.c` blocks
+//! queues, `msync`) and the splice family, run differentially: `tests/c/blocking_waits.c` and
+//! `tests/c/pool_waits.c` block
 //! a thread on something a peer releases later, while a ticker ticks. The
 //! results must match the unpatched run and the ticker must not have been
 //! held up. Unhooked, every mode whose peer is a thread deadlocked under the
@@ -24,6 +25,21 @@ fn system_v_ipc_waits_on_the_offload_pool() {
     for mode in ["msgrcv", "msgsnd", "semop", "semtimedop"] {
         check(mode);
     }
+}
+
+/// More threads wait at once in calls epoll cannot watch than the offload
+/// pool keeps workers (4), and main makes the call their waits depend on
+/// meanwhile: a name lookup, which runs on the pool too, and in `mixed` a
+/// further lock wait of its own. Natively every thread waits on its own.
+/// The pool used to queue a call until a worker was free, and each mode
+/// deadlocked (found with curl, whose lookups of an unreachable name server
+/// held back the lookup of a name in `/etc/hosts`).
+#[test]
+fn pool_waits_never_queue_behind_one_another() {
+    for mode in ["flock", "msgrcv", "mixed"] {
+        util::differential_ticking("pool_waits", &[mode]);
+    }
+    util::differential_env("pool_waits", &["mixed", "12"], &[("GREENHOOK_POOL_SIZE", "1")]);
 }
 
 /// A handler runs while its thread waits for a file lock on the offload

@@ -85,7 +85,7 @@ pub use fork::{in_loop, reset_after_fork, set_poll_hook};
 pub use handover::{yield_now, yield_to_hub};
 pub use park::{park, park_object, parked, parked_where, unpark, unpark_best, unpark_where, Park};
 pub use per_thread::PerThread;
-pub use pool::{offload, offload_interruptible, pool_size};
+pub use pool::{offload, offload_interruptible, pool_size, pool_workers, Lane, LINGER};
 pub use priority::{preempt_point, preempt_wanted, set_priority};
 pub use remote::{call_on_fiber_hub, park_remote, unpark_from_elsewhere, wait_remote, RemoteWaker};
 pub use spawn::{

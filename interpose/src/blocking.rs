@@ -158,6 +158,7 @@ where
         let job = crate::signal::kick::Job::default();
         let call = crate::AssertSend(|| job.run(&blocking));
         let (r, e) = hub::offload_interruptible(
+            hub::Lane::Wait,
             move || call.call(),
             |interrupted| {
                 if interrupted {
@@ -409,6 +410,6 @@ hook! {
             // SAFETY: forwarded unchanged, on a worker; the caller waits.
             unsafe { msync::real(addr, len, flags) }
         });
-        crate::offload(move || call.call())
+        crate::offload(hub::Lane::Work, move || call.call())
     }
 }

@@ -59,7 +59,10 @@ enum Reports {
 /// Runs `lookup`, the real function, on the offload pool while the fiber
 /// waits, and carries back what it reports (set on this thread last).
 fn offloaded<R: Send, F: FnOnce() -> R>(reports: Reports, lookup: AssertSend<F>) -> R {
-    let (r, h, e) = hub::offload(move || {
+    // A name server may never answer: a lookup waits in a lane where
+    // no call queues behind another (curl's threads looked names up side
+    // by side, and one in /etc/hosts waited behind an unreachable server).
+    let (r, h, e) = hub::offload(hub::Lane::Wait, move || {
         let r = lookup.call();
         // SAFETY: the worker's own h_errno, read on the worker.
         let h = (reports == Reports::HErrno).then(|| unsafe { *__h_errno_location() });

@@ -117,7 +117,7 @@ fn open_not_waiting(flags: c_int, open: impl Fn(c_int) -> c_int, fifo: impl Fn()
                 errno::set(caller_errno);
                 let open = &open;
                 let call = crate::AssertSend(move || open(flags));
-                return crate::offload(move || call.call());
+                return crate::offload(hub::Lane::Wait, move || call.call());
             }
             _ => return fd,
         }

@@ -31,6 +31,7 @@ use crate::fdtable::Fd;
 use crate::gate::cooperative;
 use crate::hook::hook;
 use crate::offload;
+use hub::Lane;
 
 /// libc's `preadv2` and `pwritev2` (not our hooks): the regular-file
 /// reads here and the no-wait socket tries ([`crate::nowait`]).
@@ -98,7 +99,7 @@ fn on_pool(
     at: unsafe fn(c_int, *const iovec, c_int, off64_t) -> ssize_t,
 ) -> ssize_t {
     let iov = iov as usize;
-    offload(move || {
+    offload(Lane::Work, move || {
         let iov = iov as *const iovec;
         // SAFETY: the caller's buffers stay valid: offload does not return
         // before this closure has finished.
@@ -183,7 +184,7 @@ hook! {
     #[gate(cooperative())]
     [file] fn fsync(fd: c_int) -> c_int {
         // SAFETY: forwarded unchanged, on another thread; plain values.
-        cancellation_point_around(|| offload(move || unsafe { fsync::real(fd) }))
+        cancellation_point_around(|| offload(Lane::Work, move || unsafe { fsync::real(fd) }))
     }
 
     /// `fdatasync(2)`: on the offload pool when fibers could run meanwhile.
@@ -191,14 +192,14 @@ hook! {
     #[gate(cooperative())]
     [file] fn fdatasync(fd: c_int) -> c_int {
         // SAFETY: forwarded unchanged, on another thread; plain values.
-        cancellation_point_around(|| offload(move || unsafe { fdatasync::real(fd) }))
+        cancellation_point_around(|| offload(Lane::Work, move || unsafe { fdatasync::real(fd) }))
     }
 
     /// `syncfs(2)`: on the offload pool when fibers could run meanwhile.
     #[gate(cooperative())]
     [file] fn syncfs(fd: c_int) -> c_int {
         // SAFETY: forwarded unchanged, on another thread; plain values.
-        offload(move || unsafe { syncfs::real(fd) })
+        offload(Lane::Work, move || unsafe { syncfs::real(fd) })
     }
 
     /// `sync_file_range(2)`: on the offload pool when fibers could run
@@ -207,7 +208,7 @@ hook! {
     #[gate(cooperative())]
     [file] fn sync_file_range(fd: c_int, off: off64_t, n: off64_t, flags: c_uint) -> c_int {
         // SAFETY: forwarded unchanged, on another thread; plain values.
-        cancellation_point_around(|| offload(move || unsafe { sync_file_range::real(fd, off, n, flags) }))
+        cancellation_point_around(|| offload(Lane::Work, move || unsafe { sync_file_range::real(fd, off, n, flags) }))
     }
 
     /// `pread(2)`: regular files are read without stalling the hub.

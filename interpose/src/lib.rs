@@ -356,13 +356,13 @@ pub(crate) fn async_cancel_point() {
     }
 }
 
-/// Runs a blocking libc call on the hub's offload pool while the caller
-/// waits, and carries the worker's errno back (set last, as every hook
-/// does). The call may borrow the caller's memory: offload does not return
-/// before it has finished.
+/// Runs a blocking libc call on the hub's offload pool, in `lane`, while
+/// the caller waits, and carries the worker's errno back (set last, as
+/// every hook does). The call may borrow the caller's memory: offload does
+/// not return before it has finished.
 #[cfg(greenhook_linux_hooks)]
-pub(crate) fn offload<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    let (r, e) = hub::offload(move || {
+pub(crate) fn offload<R: Send>(lane: hub::Lane, f: impl FnOnce() -> R + Send) -> R {
+    let (r, e) = hub::offload(lane, move || {
         let r = f();
         (r, errno::get())
     });

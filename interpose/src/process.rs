@@ -410,7 +410,7 @@ hook! {
         }
         let f = f as usize;
         // SAFETY: the FILE is the caller's and nobody else uses it now.
-        offload(move || unsafe { pclose::real(f as *mut c_void) })
+        offload(hub::Lane::Wait, move || unsafe { pclose::real(f as *mut c_void) })
     }
 
     /// `fork(2)`.

@@ -691,7 +691,7 @@ hook! {
             unsafe { __io_uring_sqring_wait::real(ring) }
         });
         // Not `crate::offload`: liburing leaves errno alone.
-        hub::offload(move || call.call())
+        hub::offload(hub::Lane::Work, move || call.call())
     }
 
     /// `io_uring_queue_exit`: liburing closes the ring fd with a raw system

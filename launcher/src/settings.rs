@@ -128,7 +128,7 @@ pub const SETTINGS: &[Setting] = &[
         option: Some("--pool-size"),
         arg: "N",
         value: Value::Positive,
-        meaning: "worker threads of the offload pool",
+        meaning: "offload pool threads for disk reads and syncs at once (waits for locks, IPC, DNS, input get one each)",
         default: "4",
     },
     Setting {

@@ -392,7 +392,7 @@ fn scan(f: *mut FILE, op: impl FnOnce() -> c_int) -> c_int {
     // FILE lock is the worker's. The caller's pointers (format, va_list,
     // destinations) stay valid: offload cannot return before the call ends.
     let op = crate::AssertSend(op);
-    crate::offload(move || op.call())
+    crate::offload(hub::Lane::Wait, move || op.call())
 }
 
 hook! {

@@ -334,7 +334,7 @@ fn join_real(t: pthread_t, join: impl FnOnce() -> c_int) -> c_int {
         return crate::hook::program(join);
     }
     let job = crate::AssertSend(join);
-    crate::offload(move || job.call())
+    crate::offload(hub::Lane::Wait, move || job.call())
 }
 
 /// The default stack size glibc reports for a fresh attribute object.
