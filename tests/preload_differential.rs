@@ -242,6 +242,26 @@ fn direct_io_goes_to_the_offload_pool() {
     std::fs::remove_file(path).ok();
 }
 
+/// A read whose start is in the page cache and whose rest is not: the
+/// no-wait try (`RWF_NOWAIT`) returns the cached start, and the hook used
+/// to return that short count. A blocking read of a regular file is never
+/// short before the file's end, and the JVM, which reads class files from
+/// its `modules` image in one `pread`, failed with `ClassFormatError` in
+/// half its runs. The rest is read now, from the cache or on the pool.
+#[test]
+fn a_partly_cached_read_is_whole() {
+    let path = scratch_file("partial", 2);
+    let p = path.to_str().unwrap();
+    let (_, patched) = differential("file_reads", &[p, "partial"]);
+    assert_eq!(
+        patched.stdout.matches(": 0 short of 8").count(),
+        4,
+        "{}",
+        patched.stdout
+    );
+    std::fs::remove_file(path).ok();
+}
+
 #[test]
 fn cached_file_reads_cost_about_the_same() {
     let path = scratch_file("cached", 16);

@@ -62,7 +62,59 @@ pub(crate) unsafe fn read_at(fd: c_int, iov: *const iovec, cnt: c_int, off: off_
         return offload_read(fd, iov, cnt, off);
     }
     // SAFETY: caller's contract.
-    unsafe { try_cached(fd, iov, cnt, off) }.unwrap_or_else(|| offload_read(fd, iov, cnt, off))
+    match unsafe { try_cached(fd, iov, cnt, off) } {
+        // SAFETY: caller's contract; `got` bytes of it were read.
+        Some(got) if got > 0 => unsafe { read_rest(fd, iov, cnt, off, got as usize) },
+        Some(r) => r,
+        None => offload_read(fd, iov, cnt, off),
+    }
+}
+
+/// After a read from the page cache that had `got` bytes: the rest of the
+/// request, as the blocking read would have had it. `RWF_NOWAIT` stops at
+/// the first page not in the cache, and returns what it read before it; a
+/// blocking read of a regular file is short only at the end of the file
+/// (or when a signal ends it). Returned as is, the short count reached
+/// programs that read a file in one call and do not look again: the JVM
+/// read class files from its `modules` image so, and failed with
+/// `ClassFormatError` (zeros past the short count) in half the runs.
+///
+/// # Safety
+/// As for [`read_at`], and `got` is at most the iovecs' total length.
+unsafe fn read_rest(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t, got: usize) -> ssize_t {
+    // SAFETY: caller's contract (cnt was accepted by the kernel, so >= 0).
+    let iovs = unsafe { std::slice::from_raw_parts(iov, cnt.max(0) as usize) };
+    let saved = errno::get();
+    let mut done = got;
+    let mut skip = got;
+    for v in iovs {
+        if skip >= v.iov_len {
+            skip -= v.iov_len;
+            continue;
+        }
+        // The part of this iovec not yet filled, read until it is full or
+        // the file ends.
+        while skip < v.iov_len {
+            let part = iovec {
+                // SAFETY: within the caller's iovec.
+                iov_base: unsafe { v.iov_base.cast::<u8>().add(skip) }.cast(),
+                iov_len: v.iov_len - skip,
+            };
+            let at = if off < 0 { -1 } else { off + done as off_t };
+            // SAFETY: one writable piece of the caller's buffers.
+            let r = unsafe { try_cached(fd, &part, 1, at) }.unwrap_or_else(|| offload_read(fd, &part, 1, at));
+            if r <= 0 {
+                // The end of the file, or an error after some bytes: the
+                // bytes read are the answer, as the kernel's.
+                errno::set(saved);
+                return done as ssize_t;
+            }
+            done += r as usize;
+            skip += r as usize;
+        }
+        skip = 0;
+    }
+    done as ssize_t
 }
 
 /// The read from the page cache, if it can be had without blocking: its

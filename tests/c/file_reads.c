@@ -15,6 +15,13 @@
  *                and writev), reads every block back (pread, read, readv)
  *                and checks it; prints what it did, or that the filesystem
  *                takes no O_DIRECT. Every call waits for the device.
+ *   MODE partial from a thread while another lives, 8 times for each of
+ *                read, pread, readv and preadv: drops PATH from the page
+ *                cache, reads its first 4 KiB back into it, then reads
+ *                1 MiB from offset 0 in ONE call (only its start cached);
+ *                prints each call's count (a blocking read of a regular
+ *                file is never short before its end), the file offset
+ *                after it, and a checksum.
  *   MODE stdio   reads PATH through stdio (fgets, fread, getline, fgetc),
  *                first from main with no other thread, then from a thread
  *                while another lives; prints what each read.
@@ -186,16 +193,61 @@ static void *direct_thread(void *arg)
     return NULL;
 }
 
+static const char *partial_path;
+
+static void *partial_thread(void *arg)
+{
+    (void)arg;
+    int fd = open(partial_path, O_RDONLY);
+    if (fd < 0) {
+        perror("open");
+        exit(1);
+    }
+    size_t len = 1 << 20;
+    unsigned char *b = malloc(len), head[4096];
+    const char *how[] = {"read", "pread", "readv", "preadv"};
+    for (int k = 0; k < 4; k++) {
+        int short_reads = 0;
+        unsigned long s = 0;
+        for (int i = 0; i < 8; i++) {
+            posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+            if (pread(fd, head, sizeof head, 0) != (ssize_t)sizeof head)
+                exit(1);
+            memset(b, 0, len);
+            lseek(fd, 0, SEEK_SET);
+            struct iovec v[2] = {{b, len / 4}, {b + len / 4, len - len / 4}};
+            ssize_t n = k == 0 ? read(fd, b, len)
+                      : k == 1 ? pread(fd, b, len, 0)
+                      : k == 2 ? readv(fd, v, 2)
+                               : preadv(fd, v, 2, 0);
+            off_t at = lseek(fd, 0, SEEK_CUR);
+            if (n != (ssize_t)len || at != (k & 1 ? 0 : (off_t)len))
+                short_reads++;
+            for (size_t j = 0; j < len; j += 512)
+                s = s * 31 + b[j];
+        }
+        printf("partial %s: %d short of 8, checksum=%lx\n", how[k], short_reads, s);
+    }
+    free(b);
+    close(fd);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: file_reads PATH cached|cold|stdio|direct\n");
+        fprintf(stderr, "usage: file_reads PATH cached|cold|partial|stdio|direct\n");
         return 2;
     }
     const char *path = argv[1];
     if (!strcmp(argv[2], "direct")) {
         direct_path = path;
         beside_idle(direct_thread);
+        return 0;
+    }
+    if (!strcmp(argv[2], "partial")) {
+        partial_path = path;
+        beside_idle(partial_thread);
         return 0;
     }
     if (!strcmp(argv[2], "stdio")) {
