@@ -165,9 +165,22 @@ fn stats_at_exit_show_fibers_and_hooked_calls() {
     let bin = compile("sleep_threads");
     let r = run(&bin, &["100", "usleep", "10"], true, &[("GREENHOOK_STATS", "1")]);
     assert_eq!(r.stdout, "ok 100\n", "{}", r.describe());
-    assert!(r.stderr.contains("greenhook stats"), "{}", r.stderr);
+    assert_eq!(r.stderr.matches("greenhook stats").count(), 1, "{}", r.stderr);
     assert!(r.stderr.contains("spawned 100"), "{}", r.stderr);
     assert!(r.stderr.contains("time 100"), "{}", r.stderr);
     let r = run(&bin, &["10", "usleep", "10"], true, &[]);
     assert!(!r.stderr.contains("greenhook stats"), "off by default: {}", r.stderr);
+}
+
+/// A program that never makes a thread (an event loop like lighttpd's or
+/// mosquitto's) gets its table too, once, with the calls it made; it got
+/// none, since the table was set up with the first hub.
+#[test]
+fn stats_at_exit_without_a_thread() {
+    let bin = compile("plain_calls");
+    let r = run(&bin, &["main"], true, &[("GREENHOOK_STATS", "1")]);
+    assert_eq!(r.code(), Some(0), "{}", r.describe());
+    assert_eq!(r.stderr.matches("greenhook stats").count(), 1, "{}", r.stderr);
+    assert!(r.stderr.contains("spawned 0"), "{}", r.stderr);
+    assert!(r.stderr.contains("hooked "), "{}", r.stderr);
 }

@@ -368,7 +368,10 @@ pub(crate) fn signals_may_wake() -> bool {
 /// setting was lost in a program that empties its environment first (nginx
 /// keeps only `TZ` in its workers' before their first hooked call).
 pub fn read_settings() {
-    crate::stats::wanted();
+    // The table is printed at exit even if no thread is ever made: a
+    // single-threaded program (an event loop like lighttpd's) still shows
+    // what was hooked.
+    crate::stats::stats_at_load();
     crate::monitor::configured();
     crate::pool::pool_size();
     fiber::stack::env_stack_size();

@@ -61,9 +61,11 @@ pub fn switch_count() -> u64 {
     Hub::existing().map_or(0, |h| h.counters.switches.get())
 }
 
-/// This thread's counters.
+/// This thread's counters (all 0 on a thread that never made a hub).
 pub fn stats() -> Stats {
-    let hub = Hub::get();
+    let Some(hub) = Hub::existing() else {
+        return Stats::default();
+    };
     let c = &hub.counters;
     Stats {
         spawned: c.spawned.get(),
@@ -93,10 +95,34 @@ pub(crate) fn wanted() -> bool {
 
 /// With `GREENHOOK_STATS=1`, registers (once per process) an `atexit`
 /// handler that prints one compact table of the exiting thread's hub.
+///
+/// Called when the first hub is made, and by the preload as it loads
+/// ([`internal::read_settings`]); the handler prints once, in whichever
+/// registration runs first. `exit` runs handlers in the reverse order of
+/// registration: the one made at load runs last, after the program's own,
+/// which may have closed stderr by then (coreutils' `close_stdout` does);
+/// the one made with the first hub runs before every handler the program
+/// registered earlier. A program that never makes a thread has only the
+/// first, and still gets its table of hooked calls.
 pub(crate) fn stats_at_exit() {
     static ONCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if wanted() && !ONCE.swap(true, std::sync::atomic::Ordering::SeqCst) {
+    register_once(&ONCE);
+}
+
+/// [`stats_at_exit`] as the preload loads.
+pub(crate) fn stats_at_load() {
+    static ONCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    register_once(&ONCE);
+}
+
+fn register_once(once: &std::sync::atomic::AtomicBool) {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    static PRINTED: AtomicBool = AtomicBool::new(false);
+    if wanted() && !once.swap(true, SeqCst) {
         extern "C" fn print_stats() {
+            if PRINTED.swap(true, SeqCst) {
+                return;
+            }
             let _g = internal::Guard::new();
             eprint!("{}", stats_table());
         }
@@ -108,7 +134,9 @@ pub(crate) fn stats_at_exit() {
 /// The stats table printed at exit with `GREENHOOK_STATS=1`.
 pub fn stats_table() -> String {
     let st = stats();
-    let mut out = String::from("greenhook stats\n");
+    // The pid tells the tables of a program's processes apart (each that
+    // loaded the preload prints its own).
+    let mut out = format!("greenhook stats (pid {})\n", std::process::id());
     out.push_str(&format!(
         "  fibers     spawned {}  peak live {}  live {}\n",
         st.spawned, st.peak_live, st.live
