@@ -65,6 +65,29 @@ fn a_callback_from_libc_is_never_preempted() {
     assert_qsort_mode(&[], "yes");
 }
 
+/// Code made at run time (no unwind tables, where the unwinder's walk
+/// stops: a JIT's) is preempted: its fiber's stack is looked at for what
+/// the walk would have found. It was never preempted before, so a timed
+/// wait beside a computing JVM or Guile thread ended only when that thread
+/// called something (a `Future.get(300 ms)` returned the result after
+/// 0.6 s instead of timing out). The same code called back by
+/// `dl_iterate_phdr` (under the loader's lock) or by greenhook (a
+/// `pthread_once` routine) is not. Under greenhook only: natively the
+/// ticker runs on the other core.
+#[test]
+fn code_without_unwind_tables_is_preempted() {
+    let bin = compile("pure_loops_are_preempted");
+    let r = run(&bin, &["jit"], true, &[]);
+    assert_eq!(
+        r.stdout,
+        "made code: ticker ran yes\n\
+         as a dl_iterate_phdr callback: ticker ran no\n\
+         as a pthread_once routine: ticker ran no\n",
+        "{}",
+        r.describe()
+    );
+}
+
 /// The plain loop holds the hub as before (the qsort mode ends on its own;
 /// the flag mode would spin for ever).
 #[test]

@@ -240,6 +240,8 @@ pub(crate) fn program<R>(f: impl FnOnce() -> R) -> R {
     }
     let _back = GiveBack(hub::internal::hook_depth());
     hub::internal::set_hook_depth(0);
+    #[cfg(greenhook_linux_hooks)]
+    let _nested = crate::preempt::Nested::enter();
     // The program's code is no part of a call that is not a cancellation
     // point (`sendfile`): its own points act.
     #[cfg(greenhook_linux_hooks)]

@@ -17,17 +17,25 @@
  *            reaches its handler, SIG_IGN and SIG_DFL read back, then
  *            every disposition reset and every signal blocked, `flag`
  *            with a SIGUSR2 handled by main while the others spin
+ *   jit      (under greenhook only) from a thread, beside a ticker thread:
+ *            a loop in code made at run time (an mmap'd page, no unwind
+ *            tables: what a JIT emits) is preempted; the same code as a
+ *            dl_iterate_phdr callback (libc holds the loader's lock) and
+ *            as a pthread_once routine (greenhook runs it) is not
  *   qsort    (under greenhook only) a qsort comparator that computes ~150
  *            ms is never preempted (libc is below it on the stack), the
  *            same computation in a plain loop is: a ticker thread says
  *            whether it ran meanwhile
  */
+#define _GNU_SOURCE /* dl_iterate_phdr */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <link.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -315,6 +323,64 @@ static int in_qsort(void)
     return 0;
 }
 
+/* Made at run time: `mov $N, %ecx; 1: dec %rcx; jnz 1b; mov $1, %eax; ret`
+ * (~300M turns), callable as any of the three below. */
+static int (*made)(void);
+
+static void make_code(void)
+{
+    static const unsigned char code[] = {0xb9, 0x00, 0xa3, 0xe1, 0x11, /* mov $300000000, %ecx */
+                                         0x48, 0xff, 0xc9,             /* dec %rcx */
+                                         0x75, 0xfb,                   /* jnz -5 */
+                                         0xb8, 0x01, 0x00, 0x00, 0x00, /* mov $1, %eax */
+                                         0xc3};
+    void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        exit(1);
+    memcpy(p, code, sizeof code);
+    if (mprotect(p, 4096, PROT_READ | PROT_EXEC))
+        exit(1);
+    made = (int (*)(void))p;
+}
+
+typedef int (*phdr_callback)(struct dl_phdr_info *, size_t, void *);
+typedef void (*once_routine)(void);
+
+static long ticks_during(int how)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    long before = ticks;
+    if (how == 0)
+        made();
+    else if (how == 1)
+        dl_iterate_phdr((phdr_callback)(void *)made, NULL);
+    else
+        pthread_once(&once, (once_routine)(void *)made);
+    return ticks - before;
+}
+
+static void *jit_thread(void *arg)
+{
+    (void)arg;
+    const char *what[] = {"made code", "as a dl_iterate_phdr callback", "as a pthread_once routine"};
+    for (int how = 0; how < 3; how++)
+        printf("%s: ticker ran %s\n", what[how], ticks_during(how) ? "yes" : "no");
+    return NULL;
+}
+
+static int jit(void)
+{
+    make_code();
+    pthread_t t, w;
+    pthread_create(&t, NULL, ticker, NULL);
+    usleep(20000);
+    pthread_create(&w, NULL, jit_thread, NULL);
+    pthread_join(w, NULL);
+    done = 1;
+    pthread_join(t, NULL);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -330,6 +396,8 @@ int main(int argc, char **argv)
         return urg();
     if (!strcmp(mode, "qsort"))
         return in_qsort();
-    fprintf(stderr, "usage: pure_loops_are_preempted flag|signals|fork|cancel|urg|qsort\n");
+    if (!strcmp(mode, "jit"))
+        return jit();
+    fprintf(stderr, "usage: pure_loops_are_preempted flag|signals|fork|cancel|urg|qsort|jit\n");
     return 2;
 }

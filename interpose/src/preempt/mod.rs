@@ -118,6 +118,37 @@ pub(crate) fn signal() -> Option<libc::c_int> {
     None
 }
 
+/// A call of the program's code from greenhook's, counted while it lasts
+/// (`hook::program`): the preemption of code without unwind tables needs
+/// to know that only a fiber's start routine is under way.
+pub(crate) struct Nested {
+    #[cfg(target_arch = "x86_64")]
+    _inner: tick::Nested,
+}
+
+impl Nested {
+    #[inline]
+    pub(crate) fn enter() -> Nested {
+        Nested {
+            #[cfg(target_arch = "x86_64")]
+            _inner: tick::Nested::enter(),
+        }
+    }
+}
+
+/// Calls a thread's start routine `f(arg)` so that the stack walk of a
+/// preemption knows where the program's frames end (see [`tick`]'s scan of
+/// frames without unwind tables).
+pub(crate) fn call_start(
+    f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void,
+    arg: *mut libc::c_void,
+) -> *mut libc::c_void {
+    #[cfg(target_arch = "x86_64")]
+    return tick::call_start(f, arg);
+    #[cfg(not(target_arch = "x86_64"))]
+    f(arg)
+}
+
 /// Preemptions of code that called nothing, so far.
 pub(crate) fn preemptions() -> u64 {
     #[cfg(target_arch = "x86_64")]

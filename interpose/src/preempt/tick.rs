@@ -114,6 +114,8 @@ struct Thread {
     /// until the trampoline takes it (0: no redirect under way; while one
     /// is, no other is made on this thread).
     resume: Cell<usize>,
+    /// The interrupted `%rsp` of the redirect under way.
+    resume_sp: Cell<usize>,
 }
 
 static THREAD: hub::PerThread<Thread> = hub::PerThread::new(|| Thread {
@@ -123,6 +125,7 @@ static THREAD: hub::PerThread<Thread> = hub::PerThread::new(|| Thread {
     hold: Cell::new(false),
     spin: Cell::new(false),
     resume: Cell::new(0),
+    resume_sp: Cell::new(0),
 });
 
 /// Whether preemption by signal is on: read once at load.
@@ -155,6 +158,13 @@ pub(crate) fn init(slice_ns: u64) {
     };
     if r == 0 {
         ENABLED.store(true, Relaxed);
+        // SAFETY: reads the action just installed back; the real sigaction.
+        let restorer = unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            crate::signal::sigaction::real(SIGNAL, std::ptr::null(), &mut old);
+            old.sa_restorer.map_or(0, |f| f as usize)
+        };
+        frames::init_callbacks(restorer);
     }
 }
 
@@ -317,6 +327,7 @@ unsafe fn on_tick(uc: *mut libc::ucontext_t, expiries: u32) {
     }
     let _ = THREAD.with_existing(|t| {
         t.resume.set(rip);
+        t.resume_sp.set(rsp);
         t.spin.set(!slice);
     });
     // Below the red zone the interrupted function may be using.
@@ -351,7 +362,9 @@ unsafe extern "C-unwind" fn preempted(slot: *mut usize) {
         }
     }
     let _np = NoPanic;
-    let rip = THREAD.with_existing(|t| t.resume.replace(0)).unwrap_or(0);
+    let (rip, sp) = THREAD
+        .with_existing(|t| (t.resume.replace(0), t.resume_sp.get()))
+        .unwrap_or((0, 0));
     if rip == 0 {
         let _g = hub::internal::Guard::new();
         eprintln!("greenhook: preemption trampoline without a return address; aborting");
@@ -361,7 +374,7 @@ unsafe extern "C-unwind" fn preempted(slot: *mut usize) {
     unsafe { *slot = rip };
     let e = crate::errno::get();
     let spin = THREAD.with_existing(|t| t.spin.get()).unwrap_or(false);
-    if frames::switch_is_safe() {
+    if frames::switch_is_safe(sp) {
         PREEMPTIONS.fetch_add(1, Relaxed);
         if spin {
             SPIN_PREEMPTIONS.fetch_add(1, Relaxed);
@@ -521,6 +534,78 @@ std::arch::global_asm!(
     options(att_syntax)
 );
 
+thread_local! {
+    /// In a fiber with thread-locals of its own: the address of the return
+    /// address of its start routine's call (see `call_start`); its program
+    /// frames lie below. 0 elsewhere. Per fiber, because a Rust
+    /// thread-local is in the fiber's own block (preemption by signal needs
+    /// one), and with no destructor it can be read at any time.
+    static PROGRAM_BASE: Cell<usize> = const { Cell::new(0) };
+    /// How many calls of the program's code from greenhook's
+    /// (`hook::program`) this context is inside: 1 in a fiber's start
+    /// routine, more in a handler, a destructor or a `pthread_once`
+    /// routine it runs.
+    static NESTED: Cell<u32> = const { Cell::new(0) };
+}
+
+/// A call of the program's code from greenhook's, counted while it lasts
+/// (see `NESTED`).
+pub(super) struct Nested(());
+
+impl Nested {
+    #[inline]
+    pub(super) fn enter() -> Nested {
+        NESTED.with(|n| n.set(n.get() + 1));
+        Nested(())
+    }
+}
+
+impl Drop for Nested {
+    #[inline]
+    fn drop(&mut self) {
+        NESTED.with(|n| n.set(n.get().saturating_sub(1)));
+    }
+}
+
+extern "C" {
+    /// See the `global_asm!` below.
+    fn __greenhook_call_start(
+        f: extern "C" fn(*mut c_void) -> *mut c_void,
+        arg: *mut c_void,
+        base: *mut usize,
+    ) -> *mut c_void;
+}
+
+/// Calls a fiber's start routine `f(arg)`, recording in `PROGRAM_BASE`
+/// where its frames begin.
+pub(super) fn call_start(f: extern "C" fn(*mut c_void) -> *mut c_void, arg: *mut c_void) -> *mut c_void {
+    let base = PROGRAM_BASE.with(|b| b.as_ptr());
+    // SAFETY: `base` is this context's thread-local, alive for its whole
+    // life; the stub calls `f(arg)` as a tail call.
+    unsafe { __greenhook_call_start(f, arg, base) }
+}
+
+// `__greenhook_call_start(f, arg, base)`: stores its own `%rsp` (the address
+// of its return address) at `base`, then jumps to `f` with `arg`: `f`
+// returns straight to the caller, and the stub is in no frame (so it needs
+// no CFI: an unwinder going up from `f` finds the caller's return address
+// where the call left it).
+std::arch::global_asm!(
+    ".pushsection .text.greenhook_call_start,\"ax\",@progbits",
+    ".p2align 4",
+    ".globl __greenhook_call_start",
+    ".hidden __greenhook_call_start",
+    ".type __greenhook_call_start,@function",
+    "__greenhook_call_start:",
+    "mov %rsp, (%rdx)",
+    "mov %rdi, %rax",
+    "mov %rsi, %rdi",
+    "jmp *%rax",
+    ".size __greenhook_call_start, .-__greenhook_call_start",
+    ".popsection",
+    options(att_syntax)
+);
+
 /// Which code is whose, and the unwinding check.
 mod frames {
     use std::sync::OnceLock;
@@ -658,7 +743,7 @@ mod frames {
 
     /// Whether the running context's stack, below the trampoline, is the
     /// program's down to its start (see the module docs, step 2).
-    pub(super) fn switch_is_safe() -> bool {
+    pub(super) fn switch_is_safe(sp: usize) -> bool {
         let (lo, hi) = hub::with_current_fiber(|f| f.map_or((0, 0), |f| f.stack_bounds()));
         let stack = if lo == 0 { (0, usize::MAX) } else { (lo, hi) };
         let mut w = Walk {
@@ -673,7 +758,110 @@ mod frames {
         let r = unsafe { _Unwind_Backtrace(step, (&mut w as *mut Walk).cast()) };
         match w.verdict {
             Some(v) => v,
-            None => r == URC_END_OF_STACK && w.seen != Seen::Ours && w.at_bottom,
+            None if r != URC_END_OF_STACK || w.seen == Seen::Ours => false,
+            None if w.at_bottom => true,
+            // The walk ran out in the program's code: a frame without
+            // unwind tables (a JIT's code, an interpreter's generated one).
+            None if w.seen == Seen::Program && !w.root => scan(sp, w.stack),
+            None => false,
         }
+    }
+
+    /// The most stack [`scan`] reads (a deep JVM stack is well below it).
+    const MOST_SCANNED: usize = 2 << 20;
+
+    /// The rule for a fiber whose walk ran out in the program's code: a
+    /// frame without unwind tables (a JIT's code, an interpreter's
+    /// generated one), beyond which the unwinder cannot see.
+    ///
+    /// What the walk guards against is a frame of libc, ld.so, greenhook or
+    /// an allocator under the program's, holding a lock. What is left of
+    /// that beyond such a frame is known otherwise:
+    /// - greenhook's: program code called from greenhook (a cleanup
+    ///   handler, a key destructor, a `pthread_once` routine, a signal
+    ///   handler) runs through `hook::program`, which counts it: only the
+    ///   start routine's may be under way (`NESTED` is 1). A hook that calls
+    ///   libc, which calls the program back (a stdio cookie under `fwrite`),
+    ///   is at a hook depth the handler has already refused;
+    /// - libc's callbacks outside any hook: of those that call the program
+    ///   while holding a lock, `dl_iterate_phdr` (the loader's) and a
+    ///   kernel signal frame (a handler's return is libc's `__restore_rt`)
+    ///   are looked for on the stack, every word between the interrupted
+    ///   `%rsp` and the start routine's call (`PROGRAM_BASE`). The others
+    ///   (`qsort`, `bsearch`, `tsearch`, `ftw`, `scandir`, `glob`) hold none.
+    ///
+    /// A stack word is not a frame: a search for every return address into
+    /// libc found stale ones in every JVM thread (a `clock_gettime`'s call
+    /// into the vDSO, left in a slot no later frame wrote), and refused
+    /// every switch. The two looked for here are rare as stale words, and
+    /// one only refuses a switch that was allowed.
+    fn scan(sp: usize, (lo, hi): (usize, usize)) -> bool {
+        let base = super::PROGRAM_BASE.with(|b| b.get());
+        let sp = (sp + 7) & !7;
+        if super::NESTED.with(|n| n.get()) != 1
+            || base == 0
+            || !(lo <= sp && sp <= base && base <= hi)
+            || base - sp > MOST_SCANNED
+        {
+            return false;
+        }
+        let Some(callbacks) = CALLBACKS.get() else {
+            return false;
+        };
+        (sp..base).step_by(8).all(|p| {
+            // SAFETY: within the running fiber's stack, above the
+            // interrupted `%rsp`: mapped, and the program's own frames.
+            let v = unsafe { (p as *const usize).read() };
+            !callbacks.holds(v)
+        })
+    }
+
+    /// What [`scan`] looks for.
+    pub(super) struct Callbacks {
+        /// `dl_iterate_phdr`'s code.
+        iterate: (usize, usize),
+        /// The signal frames' return (`sa_restorer`), 0 if unknown.
+        restorer: usize,
+    }
+
+    impl Callbacks {
+        fn holds(&self, v: usize) -> bool {
+            v != 0 && (v == self.restorer || (self.iterate.0 < v && v <= self.iterate.1))
+        }
+    }
+
+    static CALLBACKS: OnceLock<Callbacks> = OnceLock::new();
+
+    /// Finds `dl_iterate_phdr`'s code and the signal frames' return
+    /// (`restorer`, read back from the kernel's action for greenhook's
+    /// signal); without the first, frames without unwind tables are never
+    /// switched from.
+    pub(super) fn init_callbacks(restorer: usize) {
+        /// glibc's `dladdr1` flag for the symbol's table entry (`<dlfcn.h>`).
+        const RTLD_DL_SYMENT: c_int = 1;
+        // SAFETY: RTLD_DEFAULT searches every object.
+        let f = unsafe { fiber::tls::dlsym_quietly(libc::RTLD_DEFAULT, c"dl_iterate_phdr") } as usize;
+        if f == 0 {
+            return;
+        }
+        // SAFETY: a plain C struct of pointers, for which zero is valid.
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        let mut sym: *const libc::Elf64_Sym = std::ptr::null();
+        // SAFETY: a code address, valid out-parameters; RTLD_DL_SYMENT
+        // stores a pointer to the symbol's table entry in `sym`.
+        let ok = unsafe { libc::dladdr1(f as *const c_void, &mut info, (&raw mut sym).cast(), RTLD_DL_SYMENT) };
+        let size = if ok != 0 && !sym.is_null() {
+            // SAFETY: set by a successful dladdr1 to the symbol's entry.
+            (unsafe { (*sym).st_size }) as usize
+        } else {
+            0
+        };
+        if size == 0 {
+            return;
+        }
+        let _ = CALLBACKS.set(Callbacks {
+            iterate: (f, f + size),
+            restorer,
+        });
     }
 }

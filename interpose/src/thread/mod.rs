@@ -370,7 +370,7 @@ fn fiber_main(h: usize, f: Start, arg: usize, user_stack: Option<(usize, usize)>
         rec.stack_top.set(hi);
         rec.stack_size.set(hi - lo);
     }
-    let r = crate::hook::program(|| f(arg as *mut c_void));
+    let r = crate::hook::program(|| crate::preempt::call_start(f, arg as *mut c_void));
     // Signals already placed on this thread run before it ends: natively
     // they would have been delivered to it while it ran (a process-directed
     // one left pending here would be nobody's if every other thread masks it).
