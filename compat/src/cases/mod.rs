@@ -7,6 +7,7 @@ mod bind;
 mod cancel;
 mod cargo;
 mod gc;
+mod java;
 mod mariadb;
 mod memcached;
 mod nginx;
@@ -146,7 +147,7 @@ pub fn all() -> Vec<Case> {
     cases.push(nginx::CASE);
     cases.push(bind::CASE);
     cases.extend(alloc::CASES);
-    cases.extend([node::CASE, python_http::CASE]);
+    cases.extend([node::CASE, java::CASE, python_http::CASE]);
     cases.extend(python_scripts::CASES);
     cases.extend(workers::CASES);
     cases.extend(cancel::CASES);
