@@ -262,6 +262,16 @@ fn a_partly_cached_read_is_whole() {
     std::fs::remove_file(path).ok();
 }
 
+/// Stacks under an address-space limit (`ulimit -v`): greenhook reserved
+/// them in 1 GiB regions, one per stack size, and under a limit the
+/// program runs in unpatched every `pthread_create` failed. A region is
+/// now as large as the limit lets it be.
+#[test]
+fn threads_under_an_address_space_limit() {
+    let (_, patched) = differential("address_limit", &[]);
+    assert!(patched.stdout.contains(": 0 failed"), "{}", patched.stdout);
+}
+
 #[test]
 fn cached_file_reads_cost_about_the_same() {
     let path = scratch_file("cached", 16);

@@ -402,23 +402,34 @@ fn take(classes: &mut Vec<SizeClass>, size: usize) -> io::Result<(Slot, usize)> 
     let page = page_size();
     let slot = size + page;
     if class.left == 0 {
-        let slots = (REGION_BYTES / slot).max(16);
-        let len = slots * slot;
-        // SAFETY: a fresh anonymous private mapping; no existing memory
-        // is affected. MAP_NORESERVE: only touched pages are committed.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
+        // A region of many slots, or fewer where the address space is
+        // limited (`ulimit -v`, RLIMIT_AS: varnish's child, which makes
+        // stacks of two sizes, could not reserve its second 1 GiB under a
+        // limit it runs in unpatched, and waited for threads for ever).
+        let mut slots = (REGION_BYTES / slot).max(16);
+        let p = loop {
+            // SAFETY: a fresh anonymous private mapping; no existing
+            // memory is affected. MAP_NORESERVE: only touched pages are
+            // committed.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    slots * slot,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            if p != libc::MAP_FAILED {
+                break p;
+            }
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::ENOMEM) || slots == 1 {
+                return Err(e);
+            }
+            slots /= 2;
         };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
         class.next = p as usize;
         class.left = slots;
     }
