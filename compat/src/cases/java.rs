@@ -8,9 +8,8 @@
 
 use std::time::Duration;
 
-use super::{arg, Case, Ctx, Mode, Side};
+use super::{Case, Ctx, Mode, Side};
 use crate::apt::{find_command, Need};
-use crate::proc;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -26,21 +25,5 @@ fn run(ctx: &Ctx, mode: Mode) -> Side {
     let Some(java) = find_command("java") else {
         return Side::broken("java is not installed".into());
     };
-    let dir = match ctx.dir("java", mode) {
-        Ok(dir) => dir,
-        Err(side) => return side,
-    };
-    let mut cmd = ctx.command(mode, &[], &java);
-    cmd.arg(arg(&ctx.file("programs/JavaTour.java"))).current_dir(&dir);
-    match proc::run(&mut cmd, &dir, TIMEOUT) {
-        Ok(ran) => {
-            let brief = format!(
-                "exit 0; {}; {:.1} s",
-                ran.stdout.lines().last().unwrap_or_default(),
-                ran.elapsed.as_secs_f64()
-            );
-            Side::from_ran(&ran, brief)
-        }
-        Err(e) => Side::broken(e.to_string()),
-    }
+    super::run_script(ctx, mode, "java", java, "programs/JavaTour.java", TIMEOUT)
 }

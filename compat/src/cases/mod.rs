@@ -156,6 +156,36 @@ pub fn all() -> Vec<Case> {
     cases
 }
 
+/// Runs `interpreter FILE` (`file` relative to `compat/`) in a directory of
+/// its own: ok when it exits 0, and the table then shows its last line of
+/// output and its time (the python scripts, the java tour).
+pub fn run_script(
+    ctx: &Ctx,
+    mode: Mode,
+    label: &str,
+    interpreter: impl AsRef<OsStr>,
+    file: &str,
+    timeout: Duration,
+) -> Side {
+    let dir = match ctx.dir(label, mode) {
+        Ok(dir) => dir,
+        Err(side) => return side,
+    };
+    let mut cmd = ctx.command(mode, &[], interpreter);
+    cmd.arg(arg(&ctx.file(file))).current_dir(&dir);
+    match proc::run(&mut cmd, &dir, timeout) {
+        Ok(ran) => {
+            let brief = format!(
+                "exit 0; {}; {:.1} s",
+                ran.stdout.lines().last().unwrap_or_default(),
+                ran.elapsed.as_secs_f64()
+            );
+            Side::from_ran(&ran, brief)
+        }
+        Err(e) => Side::broken(e.to_string()),
+    }
+}
+
 /// What the cases share: where things are, and how to run in each mode.
 pub struct Ctx {
     /// The `greenhook` launcher (it finds libgreenhook.so itself).

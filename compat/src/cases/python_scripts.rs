@@ -19,9 +19,8 @@
 
 use std::time::Duration;
 
-use super::{arg, Case, Ctx, Mode, Side};
+use super::{Case, Ctx, Mode, Side};
 use crate::apt::{self, Need};
-use crate::proc;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -57,21 +56,5 @@ pub const CASES: [Case; 3] = [
 ];
 
 fn script(ctx: &Ctx, mode: Mode, label: &str, file: &str) -> Side {
-    let dir = match ctx.dir(label, mode) {
-        Ok(dir) => dir,
-        Err(side) => return side,
-    };
-    let mut cmd = ctx.command(mode, &[], apt::python3());
-    cmd.arg(arg(&ctx.file(file))).current_dir(&dir);
-    match proc::run(&mut cmd, &dir, TIMEOUT) {
-        Ok(ran) => {
-            let brief = format!(
-                "exit 0; {}; {:.1} s",
-                ran.stdout.lines().last().unwrap_or_default(),
-                ran.elapsed.as_secs_f64()
-            );
-            Side::from_ran(&ran, brief)
-        }
-        Err(e) => Side::broken(e.to_string()),
-    }
+    super::run_script(ctx, mode, label, apt::python3(), file, TIMEOUT)
 }
