@@ -14,9 +14,10 @@
  *            thread, and each thread that gets its message sends the next
  *            one down: a chain through every waiter
  *   mixed    N/3 threads of each: a flock, a System V semaphore (semop)
- *            and a message; main looks up "localhost", then waits for one
- *            more flock (of another file, held by the last thread to get
- *            the first lock) before it releases the semaphore
+ *            and a message; main looks up "localhost", sends the chain's
+ *            first message, then waits for one more flock (of another
+ *            file, which a child process holds for 100 ms) before it
+ *            releases the semaphore
  *
  * stdout: results (deterministic). stderr: the ticker's report (ticker.h).
  */

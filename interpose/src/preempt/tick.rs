@@ -817,7 +817,7 @@ mod frames {
     }
 
     /// What [`scan`] looks for.
-    pub(super) struct Callbacks {
+    struct Callbacks {
         /// `dl_iterate_phdr`'s code.
         iterate: (usize, usize),
         /// The signal frames' return (`sa_restorer`), 0 if unknown.
