@@ -47,6 +47,60 @@ fn a_thread_joins_main_after_its_pthread_exit() {
     differential("thread_lifetime", &["join_main"]);
 }
 
+/// A thread's `pthread_exit` and cancellation unwind its stack as glibc's
+/// do: C++ destructors run (a `lock_guard` lets its mutex go; a cancelled
+/// condvar wait holds its mutex again for `unique_lock` to let go), then
+/// thread-locals' destructors; `catch (...)` blocks see the unwinding and
+/// rethrow it; `pthread_exit` from a signal handler and from a
+/// `pthread_once` routine (which then runs again) unwind as well, and so
+/// does `pthread_exit` in main. Before, the fiber (or main) ended without
+/// unwinding: no destructor ran and the `lock_guard`'s mutex stayed locked.
+#[test]
+fn a_threads_exit_unwinds_its_stack() {
+    for mode in ["raii", "cancel", "signal", "once", "main"] {
+        differential("exit_unwinds", &[mode]);
+    }
+}
+
+/// An exception that leaves a thread's start routine reaches
+/// `std::terminate` (its handler runs), as natively: the unwinder's search
+/// ends at the thread's first frame. Before, it went on into greenhook's
+/// frames and aborted with Rust's "cannot catch foreign exceptions".
+/// `backtrace()` lists the thread's own frames, not the resumer's too.
+#[test]
+fn an_uncaught_exception_in_a_thread_reaches_terminate() {
+    util::differential_expect("exit_unwinds", &["uncaught"], 5);
+    differential("exit_unwinds", &["backtrace"]);
+}
+
+/// A `catch (...)` that swallows a cancellation's unwinding: glibc's
+/// "FATAL: exception not rethrown" and `abort`, under the preload too.
+#[test]
+fn a_swallowed_cancellation_aborts_as_in_glibc() {
+    use std::os::unix::process::ExitStatusExt;
+    let bin = compile("exit_unwinds");
+    for preload in [false, true] {
+        let r = run(&bin, &["swallow"], preload, &[]);
+        assert_eq!(
+            r.status.signal(),
+            Some(libc::SIGABRT),
+            "preload {preload}: {}",
+            r.describe()
+        );
+        assert_eq!(
+            r.stdout,
+            "swallower: catch (...) returns\n",
+            "preload {preload}: {}",
+            r.describe()
+        );
+        assert!(
+            r.stderr.contains("FATAL: exception not rethrown"),
+            "preload {preload}: {}",
+            r.describe()
+        );
+    }
+}
+
 /// Joiner cycles, which hang glibc 2.36, are `EDEADLK` for the joiner that
 /// closes the cycle (a deliberate difference, in README's caveats).
 #[test]

@@ -78,6 +78,8 @@ pub mod system;
 #[cfg(greenhook_linux_hooks)]
 pub mod thread;
 pub mod time;
+#[cfg(greenhook_linux_hooks)]
+pub(crate) mod unwind;
 // liburing is no libc: its functions have no place in the interpose table
 // (the table build would need liburing to link), and macOS has no io_uring.
 #[cfg(all(greenhook_linux_hooks, not(greenhook_table)))]

@@ -4,7 +4,8 @@
  * usage: exit_paths MODE
  *   pthread_exit_main  main registers an atexit handler and a TSD key with a
  *                      destructor, starts 3 workers that sleep 100/200/300 ms
- *                      and print, then calls pthread_exit(NULL). POSIX: the
+ *                      and print, pushes two cleanup handlers, then calls
+ *                      pthread_exit(NULL) (which runs them, inner first). POSIX: the
  *                      process goes on until the last thread ends, then
  *                      exits with status 0 (glibc: the last thread calls
  *                      exit(0), so atexit handlers run and stdio is flushed).
@@ -21,7 +22,8 @@
  *                      status 0, promptly.
  *
  * stdout (deterministic, each line flushed when printed):
- *   pthread_exit_main: "main: pthread_exit", "main tsd destructor: ran",
+ *   pthread_exit_main: "main: pthread_exit", the inner then the outer
+ *                      cleanup handler, "main tsd destructor: ran",
  *                      "worker 0: done", "worker 1: done", "worker 2: done",
  *                      "atexit: ran"
  *   exit_from_thread:  "main: threads blocked", "exiter: calling exit(3)",
@@ -96,6 +98,11 @@ static void main_tsd_destructor(void *p)
     say("main tsd destructor: ran");
 }
 
+static void main_cleanup(void *p)
+{
+    say(p);
+}
+
 static void pthread_exit_main(void)
 {
     pthread_key_t key;
@@ -103,8 +110,12 @@ static void pthread_exit_main(void)
     pthread_setspecific(key, (void *)1);
     for (long i = 0; i < 3; i++)
         pthread_detach(spawn(worker, (void *)i));
+    pthread_cleanup_push(main_cleanup, "main cleanup handler: outer");
+    pthread_cleanup_push(main_cleanup, "main cleanup handler: inner");
     say("main: pthread_exit");
     pthread_exit(NULL);
+    pthread_cleanup_pop(0);
+    pthread_cleanup_pop(0);
 }
 
 /* ---- threads blocked in various calls ---- */

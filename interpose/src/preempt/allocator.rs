@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 
 use libc::{c_int, c_void};
 
-use super::code::unwind::*;
+use crate::unwind::*;
 
 /// The executable segments of the allocator's library: empty for glibc's
 /// `malloc`; None when `malloc` is the program's own or was not found.

@@ -1,7 +1,9 @@
 //! Where code lies, for the preemption's checks: the executable segments
-//! of loaded objects, and libgcc's unwinder to walk a context's frames.
+//! of loaded objects, and the unwinder's one-time setup.
 
 use libc::{c_int, c_void};
+
+use crate::unwind;
 
 /// The executable `PT_LOAD` segments of the loaded objects that hold any
 /// of `probes` (addresses), and how many objects that is.
@@ -59,25 +61,4 @@ pub(super) fn warm_unwinder() {
     }
     // SAFETY: a valid callback that stops at the first frame; no argument.
     unsafe { unwind::_Unwind_Backtrace(first, std::ptr::null_mut()) };
-}
-
-/// libgcc_s's unwinder (a dependency of every Rust cdylib), for the walks
-/// in `allocator` and `tick`.
-pub(super) mod unwind {
-    use libc::{c_int, c_void};
-
-    #[repr(C)]
-    pub(crate) struct UnwindContext {
-        _opaque: [u8; 0],
-    }
-    pub(crate) type Trace = extern "C" fn(*mut UnwindContext, *mut c_void) -> c_int;
-    pub(crate) const URC_NO_REASON: c_int = 0;
-    pub(crate) const URC_NORMAL_STOP: c_int = 4;
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    pub(crate) const URC_END_OF_STACK: c_int = 5;
-    extern "C" {
-        pub(crate) fn _Unwind_Backtrace(trace: Trace, arg: *mut c_void) -> c_int;
-        pub(crate) fn _Unwind_GetIPInfo(ctx: *mut UnwindContext, ip_before_insn: *mut c_int) -> usize;
-        pub(crate) fn _Unwind_GetCFA(ctx: *mut UnwindContext) -> usize;
-    }
 }

@@ -149,6 +149,13 @@ pub(crate) fn call_start(
     f(arg)
 }
 
+/// Whether `pc` is in the stub [`call_start`] calls a start routine
+/// through: a fiber's first frame, whose caller no unwinder sees.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn is_start_stub(pc: usize) -> bool {
+    tick::is_start_stub(pc)
+}
+
 /// Preemptions of code that called nothing, so far.
 pub(crate) fn preemptions() -> u64 {
     #[cfg(target_arch = "x86_64")]

@@ -258,7 +258,7 @@ fn start_timer() -> Option<c_int> {
 }
 
 /// What the kernel calls for `SIGURG` while preemption is on.
-extern "C" fn on_signal(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) {
+extern "C-unwind" fn on_signal(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) {
     // SAFETY: SA_SIGINFO: the kernel passes a valid siginfo.
     let si = unsafe { &*info };
     // SAFETY: si_value is meaningful for SI_TIMER, the only code tested with it.
@@ -581,15 +581,29 @@ extern "C" {
 pub(super) fn call_start(f: extern "C" fn(*mut c_void) -> *mut c_void, arg: *mut c_void) -> *mut c_void {
     let base = PROGRAM_BASE.with(|b| b.as_ptr());
     // SAFETY: `base` is this context's thread-local, alive for its whole
-    // life; the stub calls `f(arg)` as a tail call.
+    // life; the stub calls `f(arg)` and returns its value.
     unsafe { __greenhook_call_start(f, arg, base) }
 }
 
+extern "C" {
+    fn __greenhook_call_start_end();
+}
+
+/// Whether `pc` is inside the stub: a frame an unwinder finds below a
+/// start routine's (the last: see the stub's CFI).
+pub(super) fn is_start_stub(pc: usize) -> bool {
+    (__greenhook_call_start as *const () as usize..__greenhook_call_start_end as *const () as usize).contains(&pc)
+}
+
 // `__greenhook_call_start(f, arg, base)`: stores its own `%rsp` (the address
-// of its return address) at `base`, then jumps to `f` with `arg`: `f`
-// returns straight to the caller, and the stub is in no frame (so it needs
-// no CFI: an unwinder going up from `f` finds the caller's return address
-// where the call left it).
+// of its return address) at `base`, then calls `f(arg)` and returns its
+// value. Its CFI leaves `%rip` undefined, as glibc's `clone` does for a
+// thread's first frame: an unwinder going up from `f` ends here, as it
+// ends at a native thread's start. So a C++ exception nobody catches
+// reaches `std::terminate` (a search past it would go on into greenhook's
+// frames and whoever resumed the fiber), `backtrace` lists the thread's
+// frames only, and a fiber's exit unwinds its program frames and no more
+// (`thread::exit`).
 std::arch::global_asm!(
     ".pushsection .text.greenhook_call_start,\"ax\",@progbits",
     ".p2align 4",
@@ -597,10 +611,21 @@ std::arch::global_asm!(
     ".hidden __greenhook_call_start",
     ".type __greenhook_call_start,@function",
     "__greenhook_call_start:",
+    ".cfi_startproc",
+    ".cfi_undefined %rip",
     "mov %rsp, (%rdx)",
+    "sub $8, %rsp",
+    ".cfi_adjust_cfa_offset 8",
     "mov %rdi, %rax",
     "mov %rsi, %rdi",
-    "jmp *%rax",
+    "call *%rax",
+    "add $8, %rsp",
+    ".cfi_adjust_cfa_offset -8",
+    "ret",
+    ".cfi_endproc",
+    ".globl __greenhook_call_start_end",
+    ".hidden __greenhook_call_start_end",
+    "__greenhook_call_start_end:",
     ".size __greenhook_call_start, .-__greenhook_call_start",
     ".popsection",
     options(att_syntax)
@@ -670,7 +695,7 @@ mod frames {
         START.get().is_some_and(|&s| s != 0 && (s..s + 64).contains(&pc))
     }
 
-    use super::super::code::unwind::*;
+    use crate::unwind::*;
 
     #[derive(PartialEq)]
     enum Seen {

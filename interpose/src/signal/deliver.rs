@@ -113,11 +113,11 @@ fn call(sig: c_int, v: &Via, info: *mut siginfo_t, uc: *mut c_void) {
     }
     if v.flags & libc::SA_SIGINFO != 0 {
         // SAFETY: the program installed this word as an sa_sigaction handler.
-        let f: extern "C" fn(c_int, *mut siginfo_t, *mut c_void) = unsafe { std::mem::transmute(v.handler) };
+        let f: extern "C-unwind" fn(c_int, *mut siginfo_t, *mut c_void) = unsafe { std::mem::transmute(v.handler) };
         f(sig, info, uc);
     } else {
         // SAFETY: the program installed this word as an sa_handler.
-        let f: extern "C" fn(c_int) = unsafe { std::mem::transmute(v.handler) };
+        let f: extern "C-unwind" fn(c_int) = unsafe { std::mem::transmute(v.handler) };
         f(sig);
     }
 }
@@ -139,7 +139,7 @@ fn directed_at(sig: c_int, info: &siginfo_t) -> Option<u64> {
 
 /// What the kernel calls for every signal whose handler is the program's
 /// (installed through `sigaction`). See the module docs.
-pub(crate) extern "C" fn trampoline(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) {
+pub(crate) extern "C-unwind" fn trampoline(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) {
     if !valid(sig) {
         return;
     }

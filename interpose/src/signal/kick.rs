@@ -93,7 +93,7 @@ fn install() -> bool {
 }
 
 /// What the kernel calls for the kick's number.
-extern "C" fn on_kick(sig: c_int, info: *mut siginfo_t, uc: *mut libc::c_void) {
+extern "C-unwind" fn on_kick(sig: c_int, info: *mut siginfo_t, uc: *mut libc::c_void) {
     if IN_CALL.try_with(Cell::get).unwrap_or(false) {
         // SAFETY: SA_SIGINFO: the kernel passes a valid siginfo.
         let si = unsafe { &*info };

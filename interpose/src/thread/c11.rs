@@ -209,7 +209,7 @@ hook! {
     }
 
     /// `call_once(3)`: `pthread_once` (a `once_flag` is a `pthread_once_t`).
-    [thread] fn call_once(flag: *mut libc::pthread_once_t, f: extern "C" fn()) {
+    [thread] fn call_once(flag: *mut libc::pthread_once_t, f: extern "C-unwind" fn()) {
         // SAFETY: the caller's flag and routine.
         unsafe { super::once::pthread_once(flag, f) };
     }

@@ -16,7 +16,7 @@ use crate::gate::in_fiber_thread;
 use crate::hook::hook;
 
 /// A key destructor.
-pub(crate) type Dtor = unsafe extern "C" fn(*mut c_void);
+pub(crate) type Dtor = unsafe extern "C-unwind" fn(*mut c_void);
 
 /// Fiber slots, and so keys a fiber can hold a value for.
 const KEYS_MAX: usize = 1024;

@@ -115,8 +115,11 @@ pub(crate) struct Record {
     /// Its exit is complete: only a join or detach is left to happen.
     ended: Cell<bool>,
     /// `pthread_cleanup_push` buffers, innermost last (and [`once`]'s
-    /// markers for init routines in progress).
-    cleanup: RefCell<Vec<usize>>,
+    /// markers for init routines in progress, streams held).
+    cleanup: RefCell<Vec<Cleanup>>,
+    /// The exception object of its exit's unwinding, made when the exit
+    /// begins ([`exit`]).
+    unwinding: std::cell::OnceCell<Box<crate::unwind::Exception>>,
     stack_top: Cell<usize>,
     stack_size: Cell<usize>,
     sched: sched::Sched,
@@ -162,6 +165,12 @@ struct Root {
     exited: Cell<Option<usize>>,
     /// A fiber has joined the root.
     joined: Cell<bool>,
+    /// The value of the root's `pthread_exit`, from its start ([`exit`]).
+    exiting: Cell<Option<usize>>,
+    /// The root's `pthread_cleanup_push` buffers (see [`Record`]'s).
+    cleanup: RefCell<Vec<Cleanup>>,
+    /// The exception object of its exit's unwinding.
+    unwinding: std::cell::OnceCell<Box<crate::unwind::Exception>>,
 }
 
 // Per OS thread, not `thread_local!`: see `hub::PerThread`.
@@ -181,16 +190,48 @@ fn unregister(h: usize, fate: Gone) {
     drop(rec);
 }
 
+/// An entry of a fiber's cleanup chain: what an exit undoes (a
+/// `pthread_cleanup_push` buffer's address, or a marker: [`once`]'s with
+/// bit 0 set, a held stream's with bit 1), and where on the stack the
+/// frame that pushed it is. An exit's unwinding undoes it just before it
+/// leaves that frame, as glibc's does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Cleanup {
+    pub(super) what: usize,
+    pub(super) at: usize,
+}
+
+impl Cleanup {
+    /// An entry for `what`, pushed by the caller's frame.
+    #[inline(always)]
+    fn here(what: usize) -> Cleanup {
+        let anchor = 0u8;
+        // The anchor is a local of the caller (this is inlined into it):
+        // its address is below the caller's CFA and above every frame the
+        // caller calls.
+        let at = std::hint::black_box(&anchor) as *const u8 as usize;
+        Cleanup { what, at }
+    }
+
+    /// Removes the innermost entry for `what` from `chain`.
+    fn remove(chain: &RefCell<Vec<Cleanup>>, what: usize) {
+        let mut c = chain.borrow_mut();
+        if let Some(i) = c.iter().rposition(|e| e.what == what) {
+            c.remove(i);
+        }
+    }
+}
+
 /// Notes in the calling pthread fiber's cleanup chain that it holds the
 /// lock of the stdio stream at `f` (a hook's hold, around a wait): an
 /// exit or cancellation meanwhile lets it go, as glibc's stdio does in a
 /// cleanup handler. A marker with bit 1 set (a `FILE` is 8-aligned; see
 /// [`once`] for bit 0). None outside a pthread fiber.
+#[inline(always)] // the entry's place is the caller's frame
 pub(crate) fn hold_stream(f: usize) -> Option<StreamHold> {
-    current_record().map(|r| {
-        r.cleanup.borrow_mut().push(f | 2);
-        StreamHold(r, f | 2)
-    })
+    let r = current_record()?;
+    r.cleanup.borrow_mut().push(Cleanup::here(f | 2));
+    Some(StreamHold(r, f | 2))
 }
 
 /// A hold [`hold_stream`] noted, until [`StreamHold::let_go`].
@@ -199,10 +240,7 @@ pub(crate) struct StreamHold(Rc<Record>, usize);
 impl StreamHold {
     /// The hold is over: its marker leaves the chain.
     pub(crate) fn let_go(self) {
-        let mut c = self.0.cleanup.borrow_mut();
-        if let Some(i) = c.iter().rposition(|&e| e == self.1) {
-            c.remove(i);
-        }
+        Cleanup::remove(&self.0.cleanup, self.1);
     }
 }
 
@@ -640,6 +678,7 @@ hook! {
             exiting: Cell::new(false),
             ended: Cell::new(false),
             cleanup: RefCell::new(Vec::new()),
+            unwinding: std::cell::OnceCell::new(),
             stack_top: Cell::new(0),
             stack_size: Cell::new(0),
             sched,

@@ -79,21 +79,16 @@ fn wake(o: usize) {
 }
 
 /// Runs `f` as `o`'s init routine, marked as in progress for the exit path.
-fn run_init(o: usize, f: extern "C" fn()) {
+fn run_init(o: usize, f: extern "C-unwind" fn()) {
     let rec = current_record();
     match &rec {
-        Some(r) => r.cleanup.borrow_mut().push(o | 1),
+        Some(r) => r.cleanup.borrow_mut().push(super::Cleanup::here(o | 1)),
         None if !hub::in_fiber() => ROOT_RUNNING.with(|r| r.borrow_mut().push(o)),
         None => {}
     }
     crate::hook::program(|| f());
     match &rec {
-        Some(r) => {
-            let mut c = r.cleanup.borrow_mut();
-            if let Some(i) = c.iter().rposition(|&b| b == o | 1) {
-                c.remove(i);
-            }
-        }
+        Some(r) => super::Cleanup::remove(&r.cleanup, o | 1),
         None if !hub::in_fiber() => ROOT_RUNNING.with(|r| {
             let mut r = r.borrow_mut();
             if let Some(i) = r.iter().rposition(|&b| b == o) {
@@ -108,7 +103,7 @@ hook! {
     /// `pthread_once`.
     // A thread that is not a fiber is noted here (see the module docs).
     #[gate(emulating_objects())]
-    [thread] fn pthread_once(o: *mut pthread_once_t, f: extern "C" fn()) -> c_int {
+    [thread] fn pthread_once(o: *mut pthread_once_t, f: extern "C-unwind" fn()) -> c_int {
         let key = o as usize;
         let w = word(key);
         loop {
