@@ -72,8 +72,10 @@ fn a_callback_from_libc_is_never_preempted() {
 /// called something (a `Future.get(300 ms)` returned the result after
 /// 0.6 s instead of timing out). The same code called back by
 /// `dl_iterate_phdr` (under the loader's lock) or by greenhook (a
-/// `pthread_once` routine) is not. Under greenhook only: natively the
-/// ticker runs on the other core.
+/// `pthread_once` routine) is not. The same on the main thread, whose
+/// stack is looked at up to its top (node's JavaScript runs there: a loop
+/// waiting for a worker with `Atomics.load` hung for good before). Under
+/// greenhook only: natively the ticker runs on the other core.
 #[test]
 fn code_without_unwind_tables_is_preempted() {
     let bin = compile("pure_loops_are_preempted");
@@ -82,7 +84,10 @@ fn code_without_unwind_tables_is_preempted() {
         r.stdout,
         "made code: ticker ran yes\n\
          as a dl_iterate_phdr callback: ticker ran no\n\
-         as a pthread_once routine: ticker ran no\n",
+         as a pthread_once routine: ticker ran no\n\
+         main thread, made code: ticker ran yes\n\
+         main thread, as a dl_iterate_phdr callback: ticker ran no\n\
+         main thread, as a pthread_once routine: ticker ran no\n",
         "{}",
         r.describe()
     );

@@ -21,7 +21,8 @@
  *            a loop in code made at run time (an mmap'd page, no unwind
  *            tables: what a JIT emits) is preempted; the same code as a
  *            dl_iterate_phdr callback (libc holds the loader's lock) and
- *            as a pthread_once routine (greenhook runs it) is not
+ *            as a pthread_once routine (greenhook runs it) is not; then
+ *            the same three from the main thread
  *   qsort    (under greenhook only) a qsort comparator that computes ~150
  *            ms is never preempted (libc is below it on the stack), the
  *            same computation in a plain loop is: a ticker thread says
@@ -346,25 +347,25 @@ static void make_code(void)
 typedef int (*phdr_callback)(struct dl_phdr_info *, size_t, void *);
 typedef void (*once_routine)(void);
 
-static long ticks_during(int how)
+static long ticks_during(int how, pthread_once_t *once)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
     long before = ticks;
     if (how == 0)
         made();
     else if (how == 1)
         dl_iterate_phdr((phdr_callback)(void *)made, NULL);
     else
-        pthread_once(&once, (once_routine)(void *)made);
+        pthread_once(once, (once_routine)(void *)made);
     return ticks - before;
 }
 
-static void *jit_thread(void *arg)
+/* The three ways, by the thread `who` names. */
+static void *jit_run(void *who)
 {
-    (void)arg;
     const char *what[] = {"made code", "as a dl_iterate_phdr callback", "as a pthread_once routine"};
+    pthread_once_t once = PTHREAD_ONCE_INIT;
     for (int how = 0; how < 3; how++)
-        printf("%s: ticker ran %s\n", what[how], ticks_during(how) ? "yes" : "no");
+        printf("%s%s: ticker ran %s\n", (char *)who, what[how], ticks_during(how, &once) ? "yes" : "no");
     return NULL;
 }
 
@@ -374,8 +375,9 @@ static int jit(void)
     pthread_t t, w;
     pthread_create(&t, NULL, ticker, NULL);
     usleep(20000);
-    pthread_create(&w, NULL, jit_thread, NULL);
+    pthread_create(&w, NULL, jit_run, "");
     pthread_join(w, NULL);
+    jit_run("main thread, ");
     done = 1;
     pthread_join(t, NULL);
     return 0;

@@ -787,7 +787,7 @@ mod frames {
             None if w.at_bottom => true,
             // The walk ran out in the program's code: a frame without
             // unwind tables (a JIT's code, an interpreter's generated one).
-            None if w.seen == Seen::Program && !w.root => scan(sp, w.stack),
+            None if w.seen == Seen::Program => scan(sp, w.stack, w.root),
             None => false,
         }
     }
@@ -795,7 +795,7 @@ mod frames {
     /// The most stack [`scan`] reads (a deep JVM stack is well below it).
     const MOST_SCANNED: usize = 2 << 20;
 
-    /// The rule for a fiber whose walk ran out in the program's code: a
+    /// The rule for a context whose walk ran out in the program's code: a
     /// frame without unwind tables (a JIT's code, an interpreter's
     /// generated one), beyond which the unwinder cannot see.
     ///
@@ -820,10 +820,22 @@ mod frames {
     /// into the vDSO, left in a slot no later frame wrote), and refused
     /// every switch. The two looked for here are rare as stale words, and
     /// one only refuses a switch that was allowed.
-    fn scan(sp: usize, (lo, hi): (usize, usize)) -> bool {
-        let base = super::PROGRAM_BASE.with(|b| b.get());
+    ///
+    /// The root's frames are the main thread's, down to the stack's top
+    /// (`__libc_stack_end`): the scan goes on over a few of libc's frames
+    /// (`__libc_start_main`'s), which hold neither word. No greenhook call
+    /// of program code may be under way there (`NESTED` is 0). A root
+    /// that is not the main thread's, or runs on a stack of the program's
+    /// own (`makecontext`), is not within `MOST_SCANNED` below that top
+    /// (nothing else is mapped so near it): refused.
+    fn scan(sp: usize, (lo, hi): (usize, usize), root: bool) -> bool {
+        let (base, nested) = if root {
+            (MAIN_STACK_END.get().copied().unwrap_or(0), 0)
+        } else {
+            (super::PROGRAM_BASE.with(|b| b.get()), 1)
+        };
         let sp = (sp + 7) & !7;
-        if super::NESTED.with(|n| n.get()) != 1
+        if super::NESTED.with(|n| n.get()) != nested
             || base == 0
             || !(lo <= sp && sp <= base && base <= hi)
             || base - sp > MOST_SCANNED
@@ -857,11 +869,21 @@ mod frames {
 
     static CALLBACKS: OnceLock<Callbacks> = OnceLock::new();
 
+    /// The top of the main thread's stack (ld.so's `__libc_stack_end`,
+    /// where `_start` began), rounded up to a word.
+    static MAIN_STACK_END: OnceLock<usize> = OnceLock::new();
+
     /// Finds `dl_iterate_phdr`'s code and the signal frames' return
     /// (`restorer`, read back from the kernel's action for greenhook's
     /// signal); without the first, frames without unwind tables are never
     /// switched from.
     pub(super) fn init_callbacks(restorer: usize) {
+        // SAFETY: RTLD_DEFAULT searches every object.
+        let end = unsafe { fiber::tls::dlsym_quietly(libc::RTLD_DEFAULT, c"__libc_stack_end") } as *const usize;
+        if !end.is_null() {
+            // SAFETY: ld.so's variable, set before any program code ran.
+            let _ = MAIN_STACK_END.set((unsafe { end.read() } + 7) & !7);
+        }
         /// glibc's `dladdr1` flag for the symbol's table entry (`<dlfcn.h>`).
         const RTLD_DL_SYMENT: c_int = 1;
         // SAFETY: RTLD_DEFAULT searches every object.
