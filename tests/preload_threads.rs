@@ -101,6 +101,19 @@ fn a_swallowed_cancellation_aborts_as_in_glibc() {
     }
 }
 
+/// What libstdc++ decides from glibc's state: `__libc_single_threaded` is
+/// cleared by the first `pthread_create`, as glibc's own clears it (it
+/// stayed 1, and libstdc++ took its single-threaded paths: two threads
+/// in a function-local static's constructor threw `recursive_init_error`,
+/// a `std::stop_callback`'s destructor waited for ever); a `call_once`
+/// whose callable throws leaves the flag to the next call (it deadlocked).
+#[test]
+fn libstdcxx_sees_threads_as_glibc_shows_them() {
+    for mode in ["single", "static_init", "stop", "call_once"] {
+        differential("libstdcxx_threads", &[mode]);
+    }
+}
+
 /// Joiner cycles, which hang glibc 2.36, are `EDEADLK` for the joiner that
 /// closes the cycle (a deliberate difference, in README's caveats).
 #[test]

@@ -213,12 +213,11 @@ impl Cleanup {
         Cleanup { what, at }
     }
 
-    /// Removes the innermost entry for `what` from `chain`.
-    fn remove(chain: &RefCell<Vec<Cleanup>>, what: usize) {
+    /// Removes the innermost entry for `what` from `chain`; whether there
+    /// was one.
+    fn remove(chain: &RefCell<Vec<Cleanup>>, what: usize) -> bool {
         let mut c = chain.borrow_mut();
-        if let Some(i) = c.iter().rposition(|e| e.what == what) {
-            c.remove(i);
-        }
+        c.iter().rposition(|e| e.what == what).map(|i| c.remove(i)).is_some()
     }
 }
 
@@ -241,6 +240,25 @@ impl StreamHold {
     /// The hold is over: its marker leaves the chain.
     pub(crate) fn let_go(self) {
         Cleanup::remove(&self.0.cleanup, self.1);
+    }
+}
+
+/// Clears glibc's `__libc_single_threaded` (2.32 on), as glibc's own
+/// `pthread_create` does, for good. libstdc++ reads it: while set, a
+/// function-local static's guard, `shared_ptr`'s counts and
+/// `std::stop_callback`'s hand-over take their single-threaded paths, and
+/// two fibers in them at once met a `recursive_init_error` or waited for
+/// ever.
+fn not_single_threaded() {
+    static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if DONE.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    // SAFETY: RTLD_DEFAULT searches every object.
+    let p = unsafe { fiber::tls::dlsym_quietly(libc::RTLD_DEFAULT, c"__libc_single_threaded") } as *mut u8;
+    if !p.is_null() {
+        // SAFETY: glibc's `char` variable, which only ever goes from 1 to 0.
+        unsafe { p.write_volatile(0) };
     }
 }
 
@@ -666,6 +684,7 @@ hook! {
         }
         crate::signal::inherit_mask(&task);
         crate::preempt::arm();
+        not_single_threaded();
         let rec = Rc::new(Record {
             handle: h,
             task,

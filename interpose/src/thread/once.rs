@@ -79,23 +79,42 @@ fn wake(o: usize) {
 }
 
 /// Runs `f` as `o`'s init routine, marked as in progress for the exit path.
+/// Left by an exception (a C++ `std::call_once` whose callable throws), the
+/// routine is undone as by an exit, and the exception goes on to the
+/// caller: glibc's `pthread_once` does the same with its cleanup.
 fn run_init(o: usize, f: extern "C-unwind" fn()) {
+    /// Undoes the routine's start when dropped, if still marked: only on
+    /// an unwinding (an exit's stop function has undone it already).
+    struct Undo<'a>(usize, &'a Option<std::rc::Rc<super::Record>>);
+    impl Drop for Undo<'_> {
+        fn drop(&mut self) {
+            if unmark(self.0, self.1) {
+                reset(self.0);
+            }
+        }
+    }
     let rec = current_record();
     match &rec {
         Some(r) => r.cleanup.borrow_mut().push(super::Cleanup::here(o | 1)),
         None if !hub::in_fiber() => ROOT_RUNNING.with(|r| r.borrow_mut().push(o)),
         None => {}
     }
+    let undo = Undo(o, &rec);
     crate::hook::program(|| f());
-    match &rec {
+    std::mem::forget(undo);
+    unmark(o, &rec);
+}
+
+/// Removes the mark of `o`'s routine in progress that [`run_init`] made;
+/// whether it was there.
+fn unmark(o: usize, rec: &Option<std::rc::Rc<super::Record>>) -> bool {
+    match rec {
         Some(r) => super::Cleanup::remove(&r.cleanup, o | 1),
         None if !hub::in_fiber() => ROOT_RUNNING.with(|r| {
             let mut r = r.borrow_mut();
-            if let Some(i) = r.iter().rposition(|&b| b == o) {
-                r.remove(i);
-            }
+            r.iter().rposition(|&b| b == o).map(|i| r.remove(i)).is_some()
         }),
-        None => {}
+        None => false,
     }
 }
 
