@@ -361,6 +361,23 @@ pub(crate) fn signals_may_wake() -> bool {
     SIGNALS_MAY_WAKE.get().is_some_and(|f| f())
 }
 
+type ThreadsMayWake = fn() -> bool;
+static THREADS_MAY_WAKE: OnceLock<ThreadsMayWake> = OnceLock::new();
+
+/// Lets the layer above say whether an OS thread that runs no fibers may
+/// still wake a waiting fiber (from the hub's inbox: see
+/// [`crate::unpark_from_elsewhere`]): then fibers that all wait are not a
+/// deadlock, and the hub waits in its poller for that thread, without a
+/// report. The first registration wins.
+pub fn set_threads_may_wake(f: ThreadsMayWake) {
+    let _ = THREADS_MAY_WAKE.set(f);
+}
+
+/// See [`set_threads_may_wake`].
+pub(crate) fn threads_may_wake() -> bool {
+    THREADS_MAY_WAKE.get().is_some_and(|f| f())
+}
+
 /// Reads every `GREENHOOK_*` setting of the hub and the fiber crate now
 /// (`GREENHOOK_STATS`, `GREENHOOK_STALL_MS`, `GREENHOOK_POOL_SIZE`,
 /// `GREENHOOK_STACK_SIZE`, `GREENHOOK_TLS`); each is kept from then on.

@@ -303,7 +303,11 @@ impl Hub {
         } else {
             self.until_next_timer(now)
         };
-        if timeout.is_none() && self.fd_waiting.get() == 0 && self.remote.pending() == 0 {
+        if timeout.is_none()
+            && self.fd_waiting.get() == 0
+            && self.remote.pending() == 0
+            && !crate::internal::threads_may_wake()
+        {
             fork::exit_if_orphaned(self);
             if !crate::internal::signals_may_wake() {
                 self.deadlock();

@@ -115,6 +115,9 @@ fn setup() {
         hub::internal::set_priority_provider(thread::sched::current_priority);
         hub::internal::set_user_namer(thread::name_of);
         hub::internal::set_owner_describer(sync::owner_of);
+        // A thread that is not a fiber wakes fibers through the hub's
+        // inbox: with one, fibers that all wait are waiting for it.
+        hub::internal::set_threads_may_wake(gate::foreign_threads);
         thread::cputime::resolve_early();
     }
 }

@@ -111,16 +111,15 @@ unsafe fn wait_slow(
             Err(e) => return e,
         },
     };
-    // A thread that is not a fiber signals through glibc, which does not
-    // reach the hub: then look again now and then (a spurious wake-up,
-    // which POSIX allows).
-    let nap = super::foreign_nap(deadline);
-    let park_napping = || match park(Kind::Condvar, c as usize, tag(0), nap, || true) {
-        hub::Park::TimedOut if nap != deadline => hub::Park::Unparked,
-        r => r,
-    };
+    // No look now and then for a thread that is not a fiber: its signal
+    // and broadcast come through our hooks too, which wake the fibers'
+    // waiters from the hub's inbox (`foreign_release`), after this park.
+    // A 2 ms re-check here returned every wait of the process as a
+    // spurious wake-up once such a thread existed (libopenblas makes
+    // them): a `wait_for(50 ms)` at once, and x265 crashed.
+    let park_until = || park(Kind::Condvar, c as usize, tag(0), deadline, || true);
     // SAFETY: the caller's mutex.
-    let (relocked, r) = match unsafe { released(m, park_napping) } {
+    let (relocked, r) = match unsafe { released(m, park_until) } {
         Ok(done) => done,
         Err(e) => return e,
     };

@@ -27,7 +27,10 @@
 //!   `pthread_mutex_init` or the initialiser wrote; `__nusers` stays 0, so
 //!   the real `pthread_mutex_destroy` works;
 //! - condvar: no state at all; the clock is read from bit 1 of `__wrefs`,
-//!   written by the real `pthread_cond_init`;
+//!   written by the real `pthread_cond_init`. A thread that is not a fiber
+//!   signals through our hook too, which wakes the fibers' waiters from
+//!   the hub's inbox: their waits never look again on their own (which
+//!   would end them as spurious wake-ups);
 //! - rwlock: `__readers` is -1 (writer) or the reader count, `__cur_writer`
 //!   the writing owner, `__writers` whether a fiber may wait,
 //!   `__writers_futex` how many threads that are not fibers may sleep in
