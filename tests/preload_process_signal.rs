@@ -323,3 +323,11 @@ fn a_masked_thread_keeps_its_signal_pending_and_queued_values_arrive() {
 fn a_handler_never_runs_in_a_thread_that_masks_its_signal() {
     differential("signal_masked_alloc", &[]);
 }
+
+/// A thread that overflows its stack with a `SIGSEGV` handler on an
+/// alternate stack of its own catches the fault and `siglongjmp`s out, as
+/// natively (greenhook's overflow report and abort came first before).
+#[test]
+fn a_program_that_catches_its_stack_overflow_goes_on() {
+    differential("overflow_caught", &[]);
+}

@@ -118,7 +118,11 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
         // Anything from the guard page up to a little below it counts: a
         // large frame can skip past a single guard page.
         if addr >= f.guard.0.saturating_sub(64 * 1024) && addr < f.guard.1 {
-            report(f, "");
+            // SAFETY: the arguments the kernel gave this handler.
+            if !unsafe { previous_takes_overflow(sig, info, ctx) } {
+                report(f, "");
+            }
+            return;
         }
     }
     // Not ours: hand the fault to whoever had it before.
@@ -140,6 +144,42 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
             let f: extern "C" fn(libc::c_int) = std::mem::transmute(h);
             f(sig);
         }
+    }
+}
+
+/// An overflow goes first to the handler installed before ours, if the
+/// program made it able to run then (`SA_ONSTACK`), as the kernel would
+/// give it the fault natively: a program that catches its own overflow on
+/// an alternate stack (and `siglongjmp`s out) goes on as without us. True
+/// when that handler took it: it returned with itself still installed, so
+/// the faulting instruction runs again, as natively. False when there is
+/// none, or it declined by setting the default action back and returning
+/// (Rust's std does so for a fault outside the guard it knows of): then
+/// the report is ours.
+///
+/// # Safety
+/// The arguments of a SIGSEGV handler's call by the kernel.
+unsafe fn previous_takes_overflow(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> bool {
+    let p: *const MaybeUninit<libc::sigaction> = &raw const PREVIOUS;
+    // SAFETY: PREVIOUS was filled before the handler was installed.
+    let prev = unsafe { (*p).assume_init_ref() };
+    let h = prev.sa_sigaction;
+    if h == libc::SIG_DFL || h == libc::SIG_IGN || prev.sa_flags & libc::SA_ONSTACK == 0 {
+        return false;
+    }
+    // SAFETY: the program installed `h` for this signal, with these flags.
+    unsafe {
+        if prev.sa_flags & libc::SA_SIGINFO != 0 {
+            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) = std::mem::transmute(h);
+            f(sig, info, ctx);
+        } else {
+            let f: extern "C" fn(libc::c_int) = std::mem::transmute(h);
+            f(sig);
+        }
+        let mut now: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut now) == 0
+            && now.sa_sigaction != libc::SIG_DFL
+            && now.sa_sigaction != libc::SIG_IGN
     }
 }
 
