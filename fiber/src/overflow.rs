@@ -126,18 +126,41 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
         }
     }
     // Not ours: hand the fault to whoever had it before.
-    // SAFETY: PREVIOUS was filled before the handler was installed.
-    unsafe {
-        let p: *const MaybeUninit<libc::sigaction> = &raw const PREVIOUS;
-        let prev = (*p).assume_init_ref();
-        let h = prev.sa_sigaction;
-        if h == libc::SIG_DFL || h == libc::SIG_IGN {
-            // Restore the default and return: the faulting instruction runs
-            // again and the process dies of SIGSEGV as it would have.
+    let prev = previous();
+    if prev.sa_sigaction == libc::SIG_DFL || prev.sa_sigaction == libc::SIG_IGN {
+        // Restore the default and return: the faulting instruction runs
+        // again and the process dies of SIGSEGV as it would have.
+        // SAFETY: a zeroed sigaction with SIG_DFL is a valid action.
+        unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = libc::SIG_DFL;
             libc::sigaction(sig, &sa, std::ptr::null_mut());
-        } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
+        }
+    } else {
+        // SAFETY: the arguments the kernel gave this handler.
+        unsafe { call(prev, sig, info, ctx) };
+    }
+}
+
+/// The action installed before ours.
+fn previous() -> &'static libc::sigaction {
+    let p: *const MaybeUninit<libc::sigaction> = &raw const PREVIOUS;
+    // SAFETY: PREVIOUS was filled before the handler was installed, and
+    // never changes after.
+    unsafe { (*p).assume_init_ref() }
+}
+
+/// Calls the handler of `act` (not `SIG_DFL` nor `SIG_IGN`) as the kernel
+/// would, by its flags.
+///
+/// # Safety
+/// The arguments of a SIGSEGV handler's call by the kernel; `act` is the
+/// program's action for that signal.
+unsafe fn call(act: &libc::sigaction, sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let h = act.sa_sigaction;
+    // SAFETY: the program installed `h` for this signal, with these flags.
+    unsafe {
+        if act.sa_flags & libc::SA_SIGINFO != 0 {
             let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) = std::mem::transmute(h);
             f(sig, info, ctx);
         } else {
@@ -160,22 +183,15 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
 /// # Safety
 /// The arguments of a SIGSEGV handler's call by the kernel.
 unsafe fn previous_takes_overflow(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> bool {
-    let p: *const MaybeUninit<libc::sigaction> = &raw const PREVIOUS;
-    // SAFETY: PREVIOUS was filled before the handler was installed.
-    let prev = unsafe { (*p).assume_init_ref() };
+    let prev = previous();
     let h = prev.sa_sigaction;
     if h == libc::SIG_DFL || h == libc::SIG_IGN || prev.sa_flags & libc::SA_ONSTACK == 0 {
         return false;
     }
-    // SAFETY: the program installed `h` for this signal, with these flags.
+    // SAFETY: per the contract.
+    unsafe { call(prev, sig, info, ctx) };
+    // SAFETY: a query of the current action into a local.
     unsafe {
-        if prev.sa_flags & libc::SA_SIGINFO != 0 {
-            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) = std::mem::transmute(h);
-            f(sig, info, ctx);
-        } else {
-            let f: extern "C" fn(libc::c_int) = std::mem::transmute(h);
-            f(sig);
-        }
         let mut now: libc::sigaction = std::mem::zeroed();
         libc::sigaction(sig, std::ptr::null(), &mut now) == 0
             && now.sa_sigaction != libc::SIG_DFL
