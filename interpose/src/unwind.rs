@@ -58,6 +58,20 @@ extern "C" {
     pub(crate) fn _Unwind_GetCFA(ctx: *mut UnwindContext) -> usize;
 }
 
+/// Where in its code the frame `ctx` is: the call it made (a return
+/// address points just after its call), or the instruction a signal
+/// interrupted. None past the outermost frame (its `%rip` undefined).
+///
+/// # Safety
+/// `ctx` is the unwinder's context for a frame, given to a callback of a
+/// walk or an unwinding under way.
+pub(crate) unsafe fn frame_pc(ctx: *mut UnwindContext) -> Option<usize> {
+    let mut before: c_int = 0;
+    // SAFETY: per the contract.
+    let ip = unsafe { _Unwind_GetIPInfo(ctx, &mut before) };
+    (ip != 0).then(|| if before != 0 { ip } else { ip - 1 })
+}
+
 extern "C-unwind" {
     /// Unwinds the caller's frames, running their cleanups (C++
     /// destructors, `catch (...)` blocks, Rust drops), asking `stop` before

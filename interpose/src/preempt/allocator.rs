@@ -48,13 +48,12 @@ struct Walk {
 extern "C" fn step(ctx: *mut UnwindContext, arg: *mut c_void) -> c_int {
     // SAFETY: `arg` is the Walk of `inside`, alive during the walk.
     let w = unsafe { &mut *(arg as *mut Walk) };
-    let mut before: c_int = 0;
     // SAFETY: the unwinder's context for this frame.
-    let ip = unsafe { _Unwind_GetIPInfo(ctx, &mut before) };
+    let pc = unsafe { frame_pc(ctx) };
     w.frames += 1;
-    if ip == 0 || w.frames > FRAMES {
+    let Some(pc) = pc.filter(|_| w.frames <= FRAMES) else {
         return URC_NORMAL_STOP;
-    }
+    };
     if let Some((lo, hi)) = w.stack {
         // SAFETY: as above.
         let cfa = unsafe { _Unwind_GetCFA(ctx) };
@@ -63,8 +62,6 @@ extern "C" fn step(ctx: *mut UnwindContext, arg: *mut c_void) -> c_int {
             return URC_NORMAL_STOP;
         }
     }
-    // A return address points after its call.
-    let pc = if before != 0 { ip } else { ip.wrapping_sub(1) };
     if w.code.iter().any(|&(lo, hi)| (lo..hi).contains(&pc)) {
         w.inside = true;
         return URC_NORMAL_STOP;

@@ -164,7 +164,7 @@ pub(crate) fn init(slice_ns: u64) {
             crate::signal::sigaction::real(SIGNAL, std::ptr::null(), &mut old);
             old.sa_restorer.map_or(0, |f| f as usize)
         };
-        frames::init_callbacks(restorer);
+        frames::init_scan(restorer);
     }
 }
 
@@ -721,16 +721,12 @@ mod frames {
     extern "C" fn step(ctx: *mut UnwindContext, arg: *mut c_void) -> c_int {
         // SAFETY: `arg` is the Walk of `switch_is_safe`, alive during the walk.
         let w = unsafe { &mut *(arg as *mut Walk) };
-        let mut before: c_int = 0;
         // SAFETY: the unwinder's context for this frame.
-        let ip = unsafe { _Unwind_GetIPInfo(ctx, &mut before) };
-        if ip == 0 {
+        let Some(pc) = (unsafe { frame_pc(ctx) }) else {
             // Past the outermost frame (`_start` leaves %rip undefined).
             w.verdict = Some(w.at_bottom);
             return URC_NORMAL_STOP;
-        }
-        // A return address points after its call.
-        let pc = if before != 0 { ip } else { ip.wrapping_sub(1) };
+        };
         w.frames += 1;
         if w.frames > 1024 {
             w.verdict = Some(false);
@@ -873,11 +869,11 @@ mod frames {
     /// where `_start` began), rounded up to a word.
     static MAIN_STACK_END: OnceLock<usize> = OnceLock::new();
 
-    /// Finds `dl_iterate_phdr`'s code and the signal frames' return
-    /// (`restorer`, read back from the kernel's action for greenhook's
-    /// signal); without the first, frames without unwind tables are never
-    /// switched from.
-    pub(super) fn init_callbacks(restorer: usize) {
+    /// Finds what [`scan`] needs: the main stack's top, `dl_iterate_phdr`'s
+    /// code and the signal frames' return (`restorer`, read back from the
+    /// kernel's action for greenhook's signal); without the second, frames
+    /// without unwind tables are never switched from.
+    pub(super) fn init_scan(restorer: usize) {
         // SAFETY: RTLD_DEFAULT searches every object.
         let end = unsafe { fiber::tls::dlsym_quietly(libc::RTLD_DEFAULT, c"__libc_stack_end") } as *const usize;
         if !end.is_null() {

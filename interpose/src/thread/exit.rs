@@ -23,13 +23,12 @@
 //! root's key destructors, hands its value to a fiber joining the root,
 //! waits until no fiber is left, and calls `exit(0)`.
 
-use std::cell::RefCell;
 use std::rc::Rc;
 
 use libc::{c_int, c_void, pthread_t};
 
 use super::handle::Gone;
-use super::{current_record, keys, lookup, once, root_exited, unregister, Cleanup, Record, ROOT};
+use super::{current_record, keys, lookup, once, root_exited, unregister, Chain, Cleanup, Record, ROOT};
 use crate::gate::emulating;
 use crate::hook::hook;
 
@@ -89,7 +88,7 @@ fn exiting() -> bool {
 
 /// Runs `f` on the calling context's cleanup chain: its record's in a
 /// pthread fiber, else the root's. None in a fiber that is no pthread.
-fn with_chain<R>(f: impl FnOnce(&RefCell<Vec<Cleanup>>) -> R) -> Option<R> {
+fn with_chain<R>(f: impl FnOnce(&Chain) -> R) -> Option<R> {
     match current_record() {
         Some(rec) => Some(f(&rec.cleanup)),
         None if !hub::in_fiber() => Some(ROOT.with(|r| f(&r.cleanup))),
@@ -115,10 +114,8 @@ fn continue_exit() -> ! {
     {
         use crate::unwind::{_Unwind_ForcedUnwind, Exception};
         let new = || Box::new(Exception::new(0, not_rethrown));
-        let exc = match current_record() {
-            Some(rec) => &**rec.unwinding.get_or_init(new) as *const Exception,
-            None => ROOT.with(|r| &**r.unwinding.get_or_init(new) as *const Exception),
-        };
+        let exc = with_chain(|c| &**c.unwinding.get_or_init(new) as *const Exception)
+            .expect("greenhook: an exit outside a pthread fiber or the root");
         // SAFETY: `exc` is the record's or the root's, alive until
         // `finish` forgets a detached record, after which nothing returns
         // to the unwinder; `stop` never lets the unwinding past a start
@@ -146,11 +143,9 @@ extern "C" fn stop(
     if actions & UA_END_OF_STACK != 0 {
         undo_rest_and_finish()
     }
-    let mut before: c_int = 0;
     // SAFETY: the unwinder's context for the frame about to be left.
-    let (cfa, ip) = unsafe { (_Unwind_GetCFA(ctx), _Unwind_GetIPInfo(ctx, &mut before)) };
-    let pc = if before != 0 { ip } else { ip.wrapping_sub(1) };
-    if crate::preempt::is_start_stub(pc) {
+    let (cfa, pc) = unsafe { (_Unwind_GetCFA(ctx), frame_pc(ctx)) };
+    if pc.is_some_and(crate::preempt::is_start_stub) {
         undo_rest_and_finish()
     }
     undo_until(cfa);
@@ -175,14 +170,9 @@ extern "C" fn not_rethrown(_reason: c_int, _exc: *mut crate::unwind::Exception) 
 /// comes back to [`continue_exit`].
 fn undo_until(cfa: usize) {
     loop {
-        let e = with_chain(|chain| {
-            let mut chain = chain.borrow_mut();
-            match chain.last() {
-                Some(e) if e.at < cfa => chain.pop(),
-                _ => None,
-            }
-        });
-        let Some(Some(Cleanup { what, .. })) = e else { return };
+        let Some(Some(Cleanup { what, .. })) = with_chain(|c| c.pop_below(cfa)) else {
+            return;
+        };
         match what {
             b if once::is_marker(b) => once::abandon(b),
             // A stdio stream a hook held (see `hold_stream`).
@@ -212,11 +202,10 @@ fn undo_rest_and_finish() -> ! {
     // What runs from here is greenhook's, as in a hook (the unwinding
     // left the program's frames at depth 0).
     hub::internal::set_hook_depth(1);
-    let Some(h) = current_record().map(|rec| rec.handle) else {
+    let Some((h, r)) = current_record().map(|rec| (rec.handle, rec.retval.get())) else {
         let v = ROOT.with(|r| r.exiting.get()).unwrap_or(0);
         finish_root(v as *mut c_void)
     };
-    let r = lookup(h as pthread_t).map_or(std::ptr::null_mut(), |r| r.retval.get());
     finish(h, r);
     hub::exit_current()
 }
@@ -262,7 +251,7 @@ hook! {
             what: buf as usize,
             at: buf as usize,
         };
-        if !emulating() || with_chain(|c| c.borrow_mut().push(entry)).is_none() {
+        if !emulating() || with_chain(|c| c.push(entry)).is_none() {
             // SAFETY: not our pthread fiber nor our root: forwarded unchanged.
             unsafe { __pthread_register_cancel::real(buf) }
         }
@@ -271,13 +260,7 @@ hook! {
     /// `__pthread_unregister_cancel` (from `pthread_cleanup_pop`).
     [thread] fn __pthread_unregister_cancel(buf: *mut c_void) {
         let ours = emulating()
-            && with_chain(|c| {
-                let mut c = c.borrow_mut();
-                c.iter()
-                    .rposition(|e| e.what == buf as usize)
-                    .map(|i| c.truncate(i))
-                    .is_some()
-            })
+            && with_chain(|c| c.truncate(buf as usize))
             // A fiber's buffer is always in its chain; the root's is not
             // if pushed before its thread became the fibers' (glibc's then).
             .is_some_and(|found| found || current_record().is_some());

@@ -114,12 +114,8 @@ pub(crate) struct Record {
     exiting: Cell<bool>,
     /// Its exit is complete: only a join or detach is left to happen.
     ended: Cell<bool>,
-    /// `pthread_cleanup_push` buffers, innermost last (and [`once`]'s
-    /// markers for init routines in progress, streams held).
-    cleanup: RefCell<Vec<Cleanup>>,
-    /// The exception object of its exit's unwinding, made when the exit
-    /// begins ([`exit`]).
-    unwinding: std::cell::OnceCell<Box<crate::unwind::Exception>>,
+    /// What its exit undoes, and unwinds with.
+    cleanup: Chain,
     stack_top: Cell<usize>,
     stack_size: Cell<usize>,
     sched: sched::Sched,
@@ -167,10 +163,8 @@ struct Root {
     joined: Cell<bool>,
     /// The value of the root's `pthread_exit`, from its start ([`exit`]).
     exiting: Cell<Option<usize>>,
-    /// The root's `pthread_cleanup_push` buffers (see [`Record`]'s).
-    cleanup: RefCell<Vec<Cleanup>>,
-    /// The exception object of its exit's unwinding.
-    unwinding: std::cell::OnceCell<Box<crate::unwind::Exception>>,
+    /// What its exit undoes, and unwinds with.
+    cleanup: Chain,
 }
 
 // Per OS thread, not `thread_local!`: see `hub::PerThread`.
@@ -212,12 +206,40 @@ impl Cleanup {
         let at = std::hint::black_box(&anchor) as *const u8 as usize;
         Cleanup { what, at }
     }
+}
 
-    /// Removes the innermost entry for `what` from `chain`; whether there
-    /// was one.
-    fn remove(chain: &RefCell<Vec<Cleanup>>, what: usize) -> bool {
-        let mut c = chain.borrow_mut();
+/// A context's cleanup chain (a pthread fiber's or the root's): the
+/// `pthread_cleanup_push` buffers, [`once`]'s markers for init routines
+/// in progress and streams held, innermost last; and the exception object
+/// of its exit's unwinding, made when the exit begins ([`exit`]).
+#[derive(Default)]
+pub(crate) struct Chain {
+    entries: RefCell<Vec<Cleanup>>,
+    unwinding: std::cell::OnceCell<Box<crate::unwind::Exception>>,
+}
+
+impl Chain {
+    fn push(&self, e: Cleanup) {
+        self.entries.borrow_mut().push(e);
+    }
+
+    /// Removes the innermost entry for `what`; whether there was one.
+    fn remove(&self, what: usize) -> bool {
+        let mut c = self.entries.borrow_mut();
         c.iter().rposition(|e| e.what == what).map(|i| c.remove(i)).is_some()
+    }
+
+    /// Removes the innermost entry for `what` and every one inside it (a
+    /// `pthread_cleanup_pop`); whether there was one.
+    fn truncate(&self, what: usize) -> bool {
+        let mut c = self.entries.borrow_mut();
+        c.iter().rposition(|e| e.what == what).map(|i| c.truncate(i)).is_some()
+    }
+
+    /// Takes the innermost entry if it was pushed below `cfa`.
+    fn pop_below(&self, cfa: usize) -> Option<Cleanup> {
+        let mut c = self.entries.borrow_mut();
+        c.pop_if(|e| e.at < cfa)
     }
 }
 
@@ -229,7 +251,7 @@ impl Cleanup {
 #[inline(always)] // the entry's place is the caller's frame
 pub(crate) fn hold_stream(f: usize) -> Option<StreamHold> {
     let r = current_record()?;
-    r.cleanup.borrow_mut().push(Cleanup::here(f | 2));
+    r.cleanup.push(Cleanup::here(f | 2));
     Some(StreamHold(r, f | 2))
 }
 
@@ -239,7 +261,7 @@ pub(crate) struct StreamHold(Rc<Record>, usize);
 impl StreamHold {
     /// The hold is over: its marker leaves the chain.
     pub(crate) fn let_go(self) {
-        Cleanup::remove(&self.0.cleanup, self.1);
+        self.0.cleanup.remove(self.1);
     }
 }
 
@@ -696,8 +718,7 @@ hook! {
             cancel: cancel::State::default(),
             exiting: Cell::new(false),
             ended: Cell::new(false),
-            cleanup: RefCell::new(Vec::new()),
-            unwinding: std::cell::OnceCell::new(),
+            cleanup: Chain::default(),
             stack_top: Cell::new(0),
             stack_size: Cell::new(0),
             sched,

@@ -95,7 +95,7 @@ fn run_init(o: usize, f: extern "C-unwind" fn()) {
     }
     let rec = current_record();
     match &rec {
-        Some(r) => r.cleanup.borrow_mut().push(super::Cleanup::here(o | 1)),
+        Some(r) => r.cleanup.push(super::Cleanup::here(o | 1)),
         None if !hub::in_fiber() => ROOT_RUNNING.with(|r| r.borrow_mut().push(o)),
         None => {}
     }
@@ -109,7 +109,7 @@ fn run_init(o: usize, f: extern "C-unwind" fn()) {
 /// whether it was there.
 fn unmark(o: usize, rec: &Option<std::rc::Rc<super::Record>>) -> bool {
     match rec {
-        Some(r) => super::Cleanup::remove(&r.cleanup, o | 1),
+        Some(r) => r.cleanup.remove(o | 1),
         None if !hub::in_fiber() => ROOT_RUNNING.with(|r| {
             let mut r = r.borrow_mut();
             r.iter().rposition(|&b| b == o).map(|i| r.remove(i)).is_some()
