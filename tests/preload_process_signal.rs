@@ -331,3 +331,15 @@ fn a_handler_never_runs_in_a_thread_that_masks_its_signal() {
 fn a_program_that_catches_its_stack_overflow_goes_on() {
     differential("overflow_caught", &[]);
 }
+
+/// A SIGSEGV that is sent, not caused by a fault (`raise`, `kill`,
+/// `pthread_kill`, `sigqueue`, another process), ends the process by its
+/// default action once a thread has run, as natively; ignored or handled,
+/// it is. Before, the stack overflow reporter the first thread installs
+/// took it for a fault, set the default back and returned: the signal was
+/// lost and the program went on. And `sigaction` now reports the
+/// program's SIGSEGV action, not that reporter.
+#[test]
+fn a_sent_segv_is_not_lost() {
+    differential("segv_sent", &[]);
+}

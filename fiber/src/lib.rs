@@ -50,7 +50,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
-pub use overflow::set_running_hook;
+pub use overflow::{replaced_action as overflow_replaced_action, set_running_hook};
 pub use stack::{default_stack_size, FiberStack, StackPool, DEFAULT_STACK_SIZE};
 
 /// Whose thread-local storage a fiber runs with.

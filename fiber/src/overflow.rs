@@ -5,7 +5,10 @@
 //! thread. If so it prints
 //! `greenhook: fiber <id> '<name>' overflowed its <size> KiB stack` and
 //! aborts. Any other fault goes to the handler that was installed before ours
-//! (or the default action), so ordinary crashes look as they always did.
+//! (or the default action), so ordinary crashes look as they always did, and
+//! so does a SIGSEGV that was sent rather than caused (`raise`, `kill`):
+//! ignored or handled as the program said, or sent again to the default
+//! action, since no instruction runs again to fault.
 //!
 //! Which fiber runs is the scheduler's knowledge, not this crate's: the
 //! scheduler names a function that says ([`set_running_hook`]). Without one
@@ -110,11 +113,14 @@ pub(crate) fn install_altstack() {
 
 extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
-    let addr = unsafe { (*info).si_addr() } as usize;
+    let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
+    // A SIGSEGV sent by `kill`, `raise`, `sigqueue`… (a code of 0 or
+    // below) is no fault: its siginfo holds a sender, not an address.
+    let sent = code <= 0;
     let cur = running();
     // SAFETY: the hook returns the fiber running on this thread (or null),
     // alive while it runs; the fault happened while it ran.
-    if let Some(f) = unsafe { cur.as_ref() } {
+    if let Some(f) = unsafe { cur.as_ref() }.filter(|_| !sent) {
         // Anything from the guard page up to a little below it counts: a
         // large frame can skip past a single guard page.
         if addr >= f.guard.0.saturating_sub(64 * 1024) && addr < f.guard.1 {
@@ -125,10 +131,16 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
             return;
         }
     }
-    // Not ours: hand the fault to whoever had it before.
+    // Not ours: the signal gets what the action installed before ours
+    // says, as it would have without us.
     let prev = previous();
+    if prev.sa_sigaction == libc::SIG_IGN && sent {
+        // Ignored, as the kernel ignores a sent signal (a fault it does
+        // not: it kills, as below).
+        return;
+    }
     if prev.sa_sigaction == libc::SIG_DFL || prev.sa_sigaction == libc::SIG_IGN {
-        // Restore the default and return: the faulting instruction runs
+        // Restore the default and return: a faulting instruction runs
         // again and the process dies of SIGSEGV as it would have.
         // SAFETY: a zeroed sigaction with SIG_DFL is a valid action.
         unsafe {
@@ -136,10 +148,41 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
             sa.sa_sigaction = libc::SIG_DFL;
             libc::sigaction(sig, &sa, std::ptr::null_mut());
         }
+        if sent {
+            // Nothing runs again: the signal is sent once more, now to
+            // its default action, which ends the process once this
+            // handler has returned and unblocked it (or at once, in
+            // another thread that takes it).
+            resend(sig);
+        }
     } else {
         // SAFETY: the arguments the kernel gave this handler.
         unsafe { call(prev, sig, info, ctx) };
     }
+}
+
+/// Sends `sig` to this process again, by a system call made inline (the
+/// libc symbols may be greenhook's hooks, which a signal handler must not
+/// enter).
+#[cfg(target_os = "linux")]
+fn resend(sig: libc::c_int) {
+    if let Some(s) = rustix::process::Signal::from_named_raw(sig) {
+        let _ = rustix::process::kill_process(rustix::process::getpid(), s);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn resend(sig: libc::c_int) {
+    // SAFETY: kill(2) is async-signal-safe.
+    unsafe { libc::kill(libc::getpid(), sig) };
+}
+
+/// What the program set for SIGSEGV, when `kernel`, the action the kernel
+/// has, is the overflow handler installed over it: `sigaction` reports
+/// that one (the program never installed ours), as greenhook's hook does.
+/// None when `kernel` is anything else.
+pub fn replaced_action(kernel: &libc::sigaction) -> Option<libc::sigaction> {
+    (STATE.load(Ordering::Acquire) == 2 && kernel.sa_sigaction == handler as *const () as usize).then(|| *previous())
 }
 
 /// The action installed before ours.

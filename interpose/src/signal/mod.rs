@@ -292,6 +292,27 @@ fn reset_to_default(sig: c_int) {
     unsafe { sigaction::real(sig, &dfl, std::ptr::null_mut()) };
 }
 
+/// `sigaction` for a fault signal: the real one, with the stack overflow
+/// reporter (the fiber crate's SIGSEGV handler, installed when the first
+/// fiber is made) left out of what the program sees: where it is the
+/// kernel's action, `old` gets the action it replaced, which is the
+/// program's, as without greenhook. A program that installs its own
+/// handler replaces the reporter, which then chains to nothing.
+///
+/// # Safety
+/// `act` and `old` are null or valid, as for `sigaction(2)`.
+unsafe fn fault_action(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int {
+    // SAFETY: a zeroed sigaction is a valid out buffer.
+    let mut k: SigAction = unsafe { std::mem::zeroed() };
+    // SAFETY: caller's contract; `k` is ours.
+    let r = unsafe { sigaction::real(sig, act, &mut k) };
+    if r == 0 && !old.is_null() {
+        // SAFETY: caller's out pointer.
+        unsafe { *old = fiber::overflow_replaced_action(&k).unwrap_or(k) };
+    }
+    r
+}
+
 /// `signal()` with the given flags, as glibc builds it.
 fn signal_with(sig: c_int, h: libc::sighandler_t, flags: c_int) -> libc::sighandler_t {
     // SAFETY: zeroed sigactions are valid; fields set below.
@@ -312,9 +333,16 @@ fn signal_with(sig: c_int, h: libc::sighandler_t, flags: c_int) -> libc::sighand
 }
 
 hook! {
-    /// `sigaction(2)`: the user's handler runs behind a trampoline.
-    #[gate(emulating() && valid(sig) && bit(sig) & (UNBLOCKABLE | SYNCHRONOUS) == 0)]
+    /// `sigaction(2)`: the user's handler runs behind a trampoline. A
+    /// SIGSEGV action is installed unchanged, in every mode; where the
+    /// kernel's was the stack overflow reporter, the action it replaced is
+    /// reported instead.
+    #[gate(valid(sig) && (sig == libc::SIGSEGV || emulating() && bit(sig) & (UNBLOCKABLE | SYNCHRONOUS) == 0))]
     [signal] fn sigaction(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int {
+        if sig == libc::SIGSEGV {
+            // SAFETY: caller's contract.
+            return unsafe { fault_action(sig, act, old) };
+        }
         // SAFETY: caller's contract.
         unsafe { install(sig, act, old) }
     }
