@@ -114,6 +114,18 @@ fn libstdcxx_sees_threads_as_glibc_shows_them() {
     }
 }
 
+/// `setuid` and its kin in a thread, once a thread has waited for a lock
+/// on a worker of greenhook's pool (a real thread): the credentials
+/// change on every OS thread, as glibc makes them. The process died of
+/// signal 33 (glibc's `SIGSETXID`, with no handler: clearing
+/// `__libc_single_threaded` ourselves had kept glibc from installing it),
+/// and, with the handler, hung: glibc took the OS thread's descriptor
+/// for another thread than the calling fiber's.
+#[test]
+fn credentials_change_from_a_thread() {
+    differential("creds_in_thread", &[]);
+}
+
 /// Joiner cycles, which hang glibc 2.36, are `EDEADLK` for the joiner that
 /// closes the cycle (a deliberate difference, in README's caveats).
 #[test]

@@ -42,6 +42,8 @@ pub use real::{interpose_table, Interpose};
 #[cfg(greenhook_linux_hooks)]
 pub mod blocking;
 #[cfg(greenhook_linux_hooks)]
+pub mod creds;
+#[cfg(greenhook_linux_hooks)]
 pub mod dns;
 #[cfg(greenhook_linux_hooks)]
 pub mod fd;

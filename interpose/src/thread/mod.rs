@@ -278,10 +278,31 @@ fn not_single_threaded() {
     }
     // SAFETY: RTLD_DEFAULT searches every object.
     let p = unsafe { fiber::tls::dlsym_quietly(libc::RTLD_DEFAULT, c"__libc_single_threaded") } as *mut u8;
-    if !p.is_null() {
-        // SAFETY: glibc's `char` variable, which only ever goes from 1 to 0.
-        unsafe { p.write_volatile(0) };
+    // SAFETY: glibc's `char` variable, which only ever goes from 1 to 0.
+    if p.is_null() || unsafe { p.read_volatile() } == 0 {
+        return;
     }
+    // glibc's own first `pthread_create` does more than clear the flag: it
+    // installs the handlers of its internal signals (`SIGCANCEL`, and
+    // `SIGSETXID`, which `setuid` and its kin send every other real thread
+    // to make the call there), keyed on that flag in 2.34-2.36. Cleared
+    // by us alone, the flag kept those handlers out for good, and the
+    // first `setuid` after greenhook had started a worker thread killed
+    // the process with signal 33 (`tests/c/creds_in_thread.c`). So glibc
+    // makes one thread of its own that ends at once, and does both.
+    extern "C" fn nothing(_: *mut c_void) -> *mut c_void {
+        std::ptr::null_mut()
+    }
+    let mut t: pthread_t = 0;
+    // SAFETY: a valid out pointer, default attributes, a start routine
+    // that returns at once.
+    if unsafe { native::create(&mut t, std::ptr::null(), nothing, std::ptr::null_mut()) } == 0 {
+        // SAFETY: the thread just made, joined once, on the OS thread's
+        // own descriptor (as it was made).
+        hub::on_thread_tls(|| unsafe { pthread_join::real(t, std::ptr::null_mut()) });
+    }
+    // SAFETY: as above; in case glibc did not (no thread could be made).
+    unsafe { p.write_volatile(0) };
 }
 
 /// The record of the calling fiber, if it is one of our pthreads.
