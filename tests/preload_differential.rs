@@ -264,8 +264,9 @@ fn a_partly_cached_read_is_whole() {
 
 /// Stacks under an address-space limit (`ulimit -v`): greenhook reserved
 /// them in 1 GiB regions, one per stack size, and under a limit the
-/// program runs in unpatched every `pthread_create` failed. A region is
-/// now as large as the limit lets it be.
+/// program runs in unpatched every `pthread_create` failed. A region was
+/// then as large as the limit let it be, and a large `malloc` after the
+/// threads failed: under a limit a region is now at most a 32nd of it.
 #[test]
 fn threads_under_an_address_space_limit() {
     let (_, patched) = differential("address_limit", &[]);

@@ -403,10 +403,11 @@ fn take(classes: &mut Vec<SizeClass>, size: usize) -> io::Result<(Slot, usize)> 
     let slot = size + page;
     if class.left == 0 {
         // A region of many slots, or fewer where the address space is
-        // limited (`ulimit -v`, RLIMIT_AS: varnish's child, which makes
-        // stacks of two sizes, could not reserve its second 1 GiB under a
-        // limit it runs in unpatched, and waited for threads for ever).
-        let mut slots = (REGION_BYTES / slot).max(16);
+        // limited (`ulimit -v`, RLIMIT_AS: see `region_slots`; halved
+        // while the mapping fails: varnish's child, which makes stacks of
+        // two sizes, could not reserve its second 1 GiB under a limit it
+        // runs in unpatched, and waited for threads for ever).
+        let mut slots = region_slots(slot);
         let p = loop {
             // SAFETY: a fresh anonymous private mapping; no existing
             // memory is affected. MAP_NORESERVE: only touched pages are
@@ -451,6 +452,24 @@ fn take(classes: &mut Vec<SizeClass>, size: usize) -> io::Result<(Slot, usize)> 
         },
         0,
     ))
+}
+
+/// How many slots of `slot` bytes a new region reserves: a 1 GiB region's
+/// worth (at least 16), or, while the address space is limited (`ulimit
+/// -v`, RLIMIT_AS), no more than a 32nd of the limit (at least one): a
+/// reservation counts against that limit whether or not it is used, and a
+/// region the size of the whole limit left the program's own `malloc`
+/// failing where it succeeds unpatched.
+fn region_slots(slot: usize) -> usize {
+    // SAFETY: a query into a local.
+    let limit = unsafe {
+        let mut r: libc::rlimit = std::mem::zeroed();
+        (libc::getrlimit(libc::RLIMIT_AS, &mut r) == 0 && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
+    };
+    match limit {
+        None => (REGION_BYTES / slot).max(16),
+        Some(l) => ((l as usize / 32).min(REGION_BYTES) / slot).max(1),
+    }
 }
 
 fn give(classes: &mut Vec<SizeClass>, s: Slot, dtv: usize) {

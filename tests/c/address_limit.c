@@ -4,9 +4,13 @@
  * the default stack, 20 with 64 KiB ones. Natively each default stack
  * takes 8 MiB of it. greenhook reserved its stacks in 1 GiB regions, one
  * per stack size, and every pthread_create failed under such a limit
- * (varnish's child waited for its threads for ever).
+ * (varnish's child waited for its threads for ever). Then, with the
+ * threads joined, 300 MiB are allocated in one piece and written: the
+ * region greenhook reserved was then as large as the limit allowed
+ * (halving 1 GiB until it fit), and the allocation failed.
  *
- * stdout: how many of the 40 failed (deterministic: none).
+ * stdout: how many of the 40 failed (deterministic: none), and whether
+ * the allocation did.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -55,5 +59,12 @@ int main(void)
         if (t[i])
             pthread_join(t[i], NULL);
     printf("40 threads under an address-space limit: %d failed\n", failed);
+    size_t big = (size_t)300 << 20;
+    char *p = malloc(big);
+    if (p)
+        for (size_t i = 0; i < big; i += 1 << 20)
+            p[i] = 1;
+    printf("300 MiB allocated after them: %s\n", p ? "yes" : "no");
+    free(p);
     return 0;
 }
