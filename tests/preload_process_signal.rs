@@ -343,3 +343,12 @@ fn a_program_that_catches_its_stack_overflow_goes_on() {
 fn a_sent_segv_is_not_lost() {
     differential("segv_sent", &[]);
 }
+
+/// A thread's alternate signal stack goes with the thread: one freed as
+/// its thread ends (without a disable: natively safe) was the OS thread's
+/// alternate stack for good under the preload, and a later `SA_ONSTACK`
+/// handler's frame overwrote 3 KiB of a live heap block.
+#[test]
+fn an_ended_threads_alternate_stack_is_not_used() {
+    differential("altstack_freed", &[]);
+}

@@ -60,6 +60,7 @@
 //! again. `alarm` and `setitimer` are untouched: their signals reach
 //! handlers as above.
 
+mod altstack;
 mod compat;
 mod deliver;
 mod jump;
@@ -496,6 +497,7 @@ pub(crate) fn inherit_mask(child: &Rc<hub::Task>) {
 /// (it may have been the only one to accept a signal).
 pub(crate) fn thread_ended(t: &hub::Task) {
     let id = t.id();
+    altstack::thread_ended(id);
     if state::with(|st| st.remove(id)).is_none() {
         return;
     }
