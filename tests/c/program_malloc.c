@@ -22,6 +22,9 @@
 #include <unistd.h>
 
 static volatile int stop;
+/* Threads that have made one thread: main stops them only after both
+ * have (on a loaded machine the bursts may all end before one has). */
+static volatile int started;
 
 static void *nap(void *arg)
 {
@@ -40,7 +43,8 @@ static void *make_threads(void *arg)
         pthread_t t;
         pthread_create(&t, NULL, nap, NULL);
         pthread_join(t, NULL);
-        made++;
+        if (made++ == 0)
+            __atomic_add_fetch(&started, 1, __ATOMIC_SEQ_CST);
     }
     return (void *)(long)(made > 0);
 }
@@ -60,6 +64,8 @@ int main(void)
         }
         usleep(50);
     }
+    while (__atomic_load_n(&started, __ATOMIC_SEQ_CST) < 2)
+        usleep(100);
     stop = 1;
     long made = 0;
     for (int i = 0; i < 2; i++) {
