@@ -126,6 +126,16 @@ fn credentials_change_from_a_thread() {
     differential("creds_in_thread", &[]);
 }
 
+/// CPU affinity is per thread: `sched_setaffinity` of the calling thread
+/// (pid 0 or its tid) pinned the OS thread, every fiber's, so the others
+/// and main saw one CPU too; a new thread now inherits its creator's set
+/// or takes its attribute's (`pthread_attr_setaffinity_np`; one with no
+/// CPU there is `EINVAL`, as glibc's).
+#[test]
+fn affinity_is_per_thread() {
+    differential("affinity_per_thread", &[]);
+}
+
 /// Joiner cycles, which hang glibc 2.36, are `EDEADLK` for the joiner that
 /// closes the cycle (a deliberate difference, in README's caveats).
 #[test]

@@ -721,6 +721,10 @@ hook! {
             Ok(s) => s,
             Err(e) => return e,
         };
+        let affinity = match affinity_at_create(attr) {
+            Ok(a) => a,
+            Err(e) => return e,
+        };
         // No size asked for: GREENHOOK_STACK_SIZE if set, else what glibc would
         // give the thread (RLIMIT_STACK, usually 8 MiB). It is address space
         // only: an idle fiber still touches one page.
@@ -758,7 +762,7 @@ hook! {
             stack_top: Cell::new(0),
             stack_size: Cell::new(0),
             sched,
-            affinity: RefCell::new(None),
+            affinity: RefCell::new(affinity),
         });
         // glibc's thread starts at its creator's priority and is then moved
         // to its own: one lower than its creator's goes first among those
@@ -1012,20 +1016,116 @@ hook! {
         }
         // SAFETY: the caller's set of `n` bytes.
         let want = unsafe { std::slice::from_raw_parts(set.cast::<u8>(), n) };
-        // SAFETY: a zeroed cpu_set_t is valid; our own OS thread's handle.
-        let mut allowed: cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        unsafe { pthread_getaffinity_np::real(os_thread_self(), std::mem::size_of::<cpu_set_t>(), &mut allowed) };
-        // SAFETY: cpu_set_t is plain bytes.
-        let allowed = unsafe {
-            std::slice::from_raw_parts((&allowed as *const cpu_set_t).cast::<u8>(), std::mem::size_of::<cpu_set_t>())
-        };
-        if !want.iter().zip(allowed).any(|(w, a)| w & a != 0) {
-            return libc::EINVAL;
+        match check_affinity(want) {
+            Ok(w) => {
+                *rec.affinity.borrow_mut() = Some(w);
+                0
+            }
+            Err(e) => e,
         }
-        *rec.affinity.borrow_mut() = Some(want.to_vec());
+    }
+
+    /// `sched_setaffinity(2)` of the calling thread (pid 0 or its
+    /// `gettid()`) in a pthread fiber: its own, as `pthread_setaffinity_np`
+    /// keeps it (before, it pinned the OS thread, which every other thread
+    /// then shared: one that pinned itself to a CPU pinned them all).
+    [thread] fn sched_setaffinity(pid: libc::pid_t, n: size_t, set: *const cpu_set_t) -> c_int {
+        let Some(rec) = affinity_target(pid) else {
+            // SAFETY: not a fiber's own: forwarded unchanged.
+            return unsafe { sched_setaffinity::real(pid, n, set) };
+        };
+        if set.is_null() {
+            return crate::errno::fail(libc::EFAULT);
+        }
+        // SAFETY: the caller's set of `n` bytes.
+        let want = unsafe { std::slice::from_raw_parts(set.cast::<u8>(), n) };
+        match check_affinity(want) {
+            Ok(w) => {
+                *rec.affinity.borrow_mut() = Some(w);
+                0
+            }
+            Err(e) => crate::errno::fail(e),
+        }
+    }
+
+    /// `sched_getaffinity(2)` of the calling thread in a pthread fiber:
+    /// its own set, if it has one (else the OS thread's, which it
+    /// inherited).
+    [thread] fn sched_getaffinity(pid: libc::pid_t, n: size_t, set: *mut cpu_set_t) -> c_int {
+        // SAFETY: the caller's arguments, to the kernel's checks (size,
+        // buffer) and the OS thread's set.
+        let r = unsafe { sched_getaffinity::real(pid, n, set) };
+        if r != 0 {
+            return r;
+        }
+        if let Some(g) = affinity_target(pid).and_then(|rec| rec.affinity.borrow().clone()) {
+            // SAFETY: the caller's buffer holds `n` bytes (the kernel
+            // wrote it).
+            let out = unsafe { std::slice::from_raw_parts_mut(set.cast::<u8>(), n) };
+            out.fill(0);
+            let k = g.len().min(n);
+            out[..k].copy_from_slice(&g[..k]);
+        }
         0
     }
+}
+
+/// The OS thread's own CPU set (the process's, as the fibers leave it),
+/// as bytes.
+fn os_thread_affinity() -> Vec<u8> {
+    // SAFETY: a zeroed cpu_set_t is valid; our own OS thread's handle.
+    let mut allowed: cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { pthread_getaffinity_np::real(os_thread_self(), std::mem::size_of::<cpu_set_t>(), &mut allowed) };
+    // SAFETY: cpu_set_t is plain bytes.
+    unsafe {
+        std::slice::from_raw_parts(
+            (&allowed as *const cpu_set_t).cast::<u8>(),
+            std::mem::size_of::<cpu_set_t>(),
+        )
+    }
+    .to_vec()
+}
+
+/// A fiber's CPU set `want` as the kernel takes one: `EINVAL` when it has
+/// no CPU the OS thread may use.
+fn check_affinity(want: &[u8]) -> Result<Vec<u8>, c_int> {
+    if !want.iter().zip(os_thread_affinity()).any(|(w, a)| w & a != 0) {
+        return Err(libc::EINVAL);
+    }
+    Ok(want.to_vec())
+}
+
+/// A new fiber's CPU set, as a new thread's: the attribute's
+/// (`pthread_attr_setaffinity_np`; `EINVAL` for one with no usable CPU,
+/// as glibc's `pthread_create` answers), else its creator's.
+fn affinity_at_create(attr: *const pthread_attr_t) -> Result<Option<Vec<u8>>, c_int> {
+    if !attr.is_null() {
+        // SAFETY: a zeroed cpu_set_t is a valid out buffer.
+        let mut set: cpu_set_t = unsafe { std::mem::zeroed() };
+        let n = std::mem::size_of::<cpu_set_t>();
+        // SAFETY: the caller's initialised attribute object, our buffer.
+        if unsafe { libc::pthread_attr_getaffinity_np(attr, n, &mut set) } == 0 {
+            // SAFETY: cpu_set_t is plain bytes.
+            let want = unsafe { std::slice::from_raw_parts((&set as *const cpu_set_t).cast::<u8>(), n) };
+            // glibc reports every CPU for an attribute without a set.
+            if want.iter().any(|&b| b != 0xff) {
+                return check_affinity(want).map(Some);
+            }
+        }
+    }
+    Ok(current_record().and_then(|r| r.affinity.borrow().clone()))
+}
+
+/// `sched_setaffinity`/`sched_getaffinity` name the calling thread by 0
+/// or by its `gettid()` (every fiber's is the OS thread's): the calling
+/// pthread fiber's record then, if the call names it.
+fn affinity_target(pid: libc::pid_t) -> Option<Rc<Record>> {
+    // SAFETY: gettid takes no arguments.
+    if pid != 0 && pid != unsafe { libc::gettid() } {
+        return None;
+    }
+    current_record().filter(|_| emulating())
 }
 
 /// Whether `t`, one of glibc's handles, is the fibers' OS thread's own
