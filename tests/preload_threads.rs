@@ -136,6 +136,15 @@ fn affinity_is_per_thread() {
     differential("affinity_per_thread", &[]);
 }
 
+/// A nice value is per thread on Linux: `setpriority` of the calling
+/// thread (pid 0 or its tid) and `nice` reniced the OS thread, every
+/// fiber's, so one thread that lowered its priority lowered main's and
+/// every other thread's; a raise is still refused without the privilege.
+#[test]
+fn nice_is_per_thread() {
+    differential("nice_per_thread", &[]);
+}
+
 /// Joiner cycles, which hang glibc 2.36, are `EDEADLK` for the joiner that
 /// closes the cycle (a deliberate difference, in README's caveats).
 #[test]

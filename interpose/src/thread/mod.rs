@@ -121,6 +121,8 @@ pub(crate) struct Record {
     sched: sched::Sched,
     /// A CPU set given with `pthread_setaffinity_np` (bytes as given).
     affinity: RefCell<Option<Vec<u8>>>,
+    /// A nice value given with `setpriority`/`nice` (see `sched`).
+    nice: Cell<Option<c_int>>,
 }
 
 /// The registry's hasher: keys are handles, distinct serial numbers, so a
@@ -763,6 +765,7 @@ hook! {
             stack_size: Cell::new(0),
             sched,
             affinity: RefCell::new(affinity),
+            nice: Cell::new(current_record().and_then(|r| r.nice.get())),
         });
         // glibc's thread starts at its creator's priority and is then moved
         // to its own: one lower than its creator's goes first among those

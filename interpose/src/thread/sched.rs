@@ -351,6 +351,27 @@ fn own_fiber(pid: libc::pid_t) -> Option<std::rc::Rc<Record>> {
     current_record()
 }
 
+/// The calling fiber's record, for `getpriority`/`setpriority` on
+/// `PRIO_PROCESS` with 0 or its `gettid()` (the OS thread's): on Linux
+/// they name a thread, whose nice value is its own.
+fn own_nice(which: libc::__priority_which_t, who: libc::id_t) -> Option<std::rc::Rc<Record>> {
+    // SAFETY: gettid takes no arguments.
+    let me = who == 0 || who == unsafe { libc::gettid() } as libc::id_t;
+    if which != libc::PRIO_PROCESS || !me {
+        return None;
+    }
+    own_fiber(0)
+}
+
+/// The nice value of the fiber `rec`: its own, or the OS thread's, which
+/// it inherited.
+fn nice_of(rec: &Record) -> c_int {
+    // SAFETY: plain arguments; a fiber's own is not asked for.
+    rec.nice
+        .get()
+        .unwrap_or_else(|| unsafe { getpriority::real(libc::PRIO_PROCESS, 0) })
+}
+
 /// The root changes its own policy or priority with a `sched_*` call:
 /// whether it does.
 fn root_changing_itself(pid: libc::pid_t) -> bool {
@@ -362,6 +383,55 @@ fn root_changing_itself(pid: libc::pid_t) -> bool {
 }
 
 hook! {
+    /// `getpriority(2)`: the calling thread's nice value in a fiber (see
+    /// `setpriority`).
+    [thread] fn getpriority(which: libc::__priority_which_t, who: libc::id_t) -> c_int {
+        match own_nice(which, who) {
+            Some(rec) => nice_of(&rec),
+            // SAFETY: forwarded unchanged.
+            None => unsafe { getpriority::real(which, who) },
+        }
+    }
+
+    /// `setpriority(2)` of the calling thread in a fiber: kept in its
+    /// record, as the kernel keeps a thread's (clamped to -20..19; a
+    /// lower value than its own needs `RLIMIT_NICE` or `CAP_SYS_NICE`,
+    /// else `EACCES`). Before, it reniced the OS thread: a thread that
+    /// lowered its own priority lowered every thread's, main's too.
+    [thread] fn setpriority(which: libc::__priority_which_t, who: libc::id_t, prio: c_int) -> c_int {
+        let Some(rec) = own_nice(which, who) else {
+            // SAFETY: forwarded unchanged.
+            return unsafe { setpriority::real(which, who, prio) };
+        };
+        let new = prio.clamp(-20, 19);
+        if new < nice_of(&rec) && (20 - i64::from(new)) as u64 > rlimit(libc::RLIMIT_NICE) && !cap_sys_nice() {
+            return crate::errno::fail(libc::EACCES);
+        }
+        rec.nice.set(Some(new));
+        0
+    }
+
+    /// `nice(2)`: glibc's, on the hooks above (glibc's calls them
+    /// internally, where no hook sees them): the new value, or -1 with
+    /// `EPERM` for a raise the thread may not make.
+    [thread] fn nice(inc: c_int) -> c_int {
+        if own_fiber(0).is_none() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { nice::real(inc) };
+        }
+        // SAFETY: our own hooks' C entries, with plain arguments.
+        unsafe {
+            let cur = getpriority(libc::PRIO_PROCESS, 0);
+            if setpriority(libc::PRIO_PROCESS, 0, cur.saturating_add(inc)) == -1 {
+                if crate::errno::get() == libc::EACCES {
+                    crate::errno::set(libc::EPERM);
+                }
+                return -1;
+            }
+            getpriority(libc::PRIO_PROCESS, 0)
+        }
+    }
+
     /// `sched_getscheduler(2)`: pid 0 in a fiber is the fiber's policy.
     [thread] fn sched_getscheduler(pid: libc::pid_t) -> c_int {
         match own_fiber(pid) {
