@@ -3,7 +3,8 @@
  * in the thread, pthread_getcpuclockid from anywhere) counts that thread's
  * time only: a new thread's starts near 0, a busy loop advances it, a
  * sleep does not, main's does not count the other threads' work, and two
- * threads taking turns each count their own share. (Whether the clock of
+ * threads taking turns each count their own share; getrusage(RUSAGE_THREAD)
+ * counts the same as the clock. (Whether the clock of
  * a thread just joined still reads races with the kernel's reaping of the
  * thread: stderr only.)
  *
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include "check.h"
@@ -149,10 +151,40 @@ static void check_process_clock(void)
     result("process_counts_threads=%s", d >= 100 ? "yes" : "no");
 }
 
+/* getrusage(RUSAGE_THREAD): a thread that burns 100 ms sees them in its
+ * own usage; main, which waits meanwhile, does not. (Under the preload it
+ * was the OS thread's usage, every thread's together.) */
+static long long rusage_ms(void)
+{
+    struct rusage r;
+    if (getrusage(RUSAGE_THREAD, &r) != 0)
+        fail("getrusage: %s", strerror(errno));
+    return ((long long)r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1000 + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1000;
+}
+
+static void *burn_rusage(void *arg)
+{
+    (void)arg;
+    long long u0 = rusage_ms();
+    burn(100, 0);
+    return (void *)(intptr_t)(rusage_ms() - u0);
+}
+
+static void check_rusage_thread(void)
+{
+    long long m0 = rusage_ms();
+    long long t = (long long)(intptr_t)join(spawn(burn_rusage, NULL));
+    long long m = rusage_ms() - m0;
+    note("thread", t);
+    note("main", m);
+    result("thread_counts_its_own=%s main_excludes_it=%s", t >= 80 ? "yes" : "no", m < 50 ? "yes" : "no");
+}
+
 static const struct check checks[] = {
     { "own_time", check_own_time },
     { "turns", check_turns },
     { "process_clock", check_process_clock },
+    { "rusage_thread", check_rusage_thread },
 };
 
 int main(int argc, char **argv)

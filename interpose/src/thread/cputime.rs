@@ -1,5 +1,6 @@
 //! Thread CPU-time clocks, per fiber: `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`
-//! in a fiber, and the clock `pthread_getcpuclockid` gives for one.
+//! and `getrusage(RUSAGE_THREAD)` in a fiber, and the clock
+//! `pthread_getcpuclockid` gives for one.
 //!
 //! The time itself is the hub's ([`hub::cpu_time`]): what a fiber used
 //! while it was the running task, counted from the first question on
@@ -118,6 +119,30 @@ hook! {
             // SAFETY: forwarded unchanged.
             None => unsafe { clock_gettime::real(clk, ts) },
         }
+    }
+
+    /// `getrusage(2)` with `RUSAGE_THREAD`: the CPU time is the calling
+    /// context's, as its `CLOCK_THREAD_CPUTIME_ID` reads (all of it in
+    /// `ru_utime`: the hub does not tell the kernel's part apart); the
+    /// other fields stay the OS thread's. It was the OS thread's, every
+    /// fiber's together.
+    #[gate(who == libc::RUSAGE_THREAD && emulating())]
+    [clock] fn getrusage(who: c_int, usage: *mut libc::rusage) -> c_int {
+        // SAFETY: the caller's arguments, to the kernel's checks.
+        let r = unsafe { getrusage::real(who, usage) };
+        if r != 0 || !hub::has_hub() {
+            return r;
+        }
+        let d = hub::cpu_time(&hub::current());
+        // SAFETY: the caller's buffer, which the kernel just filled.
+        unsafe {
+            (*usage).ru_utime = libc::timeval {
+                tv_sec: d.as_secs() as libc::time_t,
+                tv_usec: libc::suseconds_t::from(d.subsec_micros()),
+            };
+            (*usage).ru_stime = libc::timeval { tv_sec: 0, tv_usec: 0 };
+        }
+        0
     }
 
     /// `clock_getres(2)`: a fiber clock ticks in nanoseconds, like a
