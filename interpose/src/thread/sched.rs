@@ -342,10 +342,11 @@ hook! {
     }
 }
 
-/// The calling fiber's record, for the `sched_*` calls on pid 0 (the
-/// calling thread).
+/// The calling fiber's record, for the `sched_*` calls on pid 0 or its
+/// `gettid()` (the OS thread's): the calling thread.
 fn own_fiber(pid: libc::pid_t) -> Option<std::rc::Rc<Record>> {
-    if pid != 0 || !crate::gate::emulating() {
+    // SAFETY: gettid takes no arguments.
+    if pid != 0 && pid != unsafe { libc::gettid() } || !crate::gate::emulating() {
         return None;
     }
     current_record()
@@ -375,7 +376,9 @@ fn nice_of(rec: &Record) -> c_int {
 /// The root changes its own policy or priority with a `sched_*` call:
 /// whether it does.
 fn root_changing_itself(pid: libc::pid_t) -> bool {
-    let mine = pid == 0 && crate::gate::emulating() && !hub::in_fiber();
+    // SAFETY: gettid takes no arguments.
+    let me = pid == 0 || pid == unsafe { libc::gettid() };
+    let mine = me && crate::gate::emulating() && !hub::in_fiber();
     if mine {
         root_changing();
     }
