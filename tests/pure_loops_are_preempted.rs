@@ -93,6 +93,35 @@ fn code_without_unwind_tables_is_preempted() {
     );
 }
 
+/// A frame's slots that were never written hold what earlier frames left
+/// there, and a signal's frame leaves its return address (`sa_restorer`)
+/// below the code it interrupted. Code without unwind tables is
+/// preempted after a scan of the stack above it for that word (a live
+/// handler's frame); while greenhook's own handlers (the preemption tick,
+/// the trampoline in front of the program's) returned through libc's
+/// `__restore_rt`, the words they left refused every switch from code
+/// running below them: node's main thread, spinning in JavaScript for a
+/// worker's store below libuv's `uv__io_poll` (1,024 `epoll_event`s on its
+/// stack, a few of them written), hung in 9 runs of 40. With libc's
+/// restorer the handled signal's lines say "no" in every run, the ticks'
+/// in most (whether a tick's word is still below the loop when it ends
+/// varies). Under greenhook only.
+#[test]
+fn words_left_by_signal_frames_do_not_stop_preemption() {
+    let bin = compile("pure_loops_are_preempted");
+    let r = run(&bin, &["stale"], true, &[]);
+    assert_eq!(
+        r.stdout,
+        "after a handled signal: ticker ran yes\n\
+         after ticks: ticker ran yes\n\
+         main thread, after a handled signal: ticker ran yes\n\
+         main thread, after ticks: ticker ran yes\n\
+         signals handled: 2\n",
+        "{}",
+        r.describe()
+    );
+}
+
 /// The plain loop holds the hub as before (the qsort mode ends on its own;
 /// the flag mode would spin for ever).
 #[test]

@@ -149,7 +149,16 @@ async function workers() {
   while (Atomics.load(a, 0) !== 0) Atomics.wait(a, 0, 1, 1000);
   w.postMessage(null);
   const code = await exited;
-  log(`workers: 4 at once, sums/exit ${sums.join(' ')}; Atomics ping-pong ${turns} turns, total ${Atomics.load(a, 2)}, exit ${code}`);
+  // The main thread waits for a worker's store by spinning on
+  // Atomics.load, calling nothing: compiled code without unwind tables,
+  // which must be preempted for the worker to run at all.
+  const flag = new Int32Array(new SharedArrayBuffer(4));
+  const setter = new Worker(`const { workerData } = require('worker_threads');
+setTimeout(() => Atomics.store(new Int32Array(workerData), 0, 1), 50);`, { eval: true, workerData: flag.buffer });
+  const setterExited = new Promise((resolve, reject) => { setter.on('exit', resolve); setter.on('error', reject); });
+  while (Atomics.load(flag, 0) === 0);
+  const setterCode = await setterExited;
+  log(`workers: 4 at once, sums/exit ${sums.join(' ')}; Atomics ping-pong ${turns} turns, total ${Atomics.load(a, 2)}, exit ${code}; a spin on the main thread saw a worker's store, exit ${setterCode}`);
 }
 
 (async () => {

@@ -23,6 +23,11 @@
  *            dl_iterate_phdr callback (libc holds the loader's lock) and
  *            as a pthread_once routine (greenhook runs it) is not; then
  *            the same three from the main thread
+ *   stale    (under greenhook only) made code as in `jit`, from a frame
+ *            whose slots were never written, where a handled signal's
+ *            frame or preemption's ticks' frames were before (their
+ *            return address, left behind), is preempted all the same: in
+ *            a thread, then on the main thread
  *   qsort    (under greenhook only) a qsort comparator that computes ~150
  *            ms is never preempted (libc is below it on the stack), the
  *            same computation in a plain loop is: a ticker thread says
@@ -37,6 +42,7 @@
 #include <string.h>
 #include <link.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -383,6 +389,89 @@ static int jit(void)
     return 0;
 }
 
+/* Bytes of stack a frame below leaves unwritten: more than a signal
+ * frame and its extended state take (a few KiB, 11 with AMX). */
+#define STALE_BYTES (32 * 1024)
+
+#if defined(__has_attribute)
+#if __has_attribute(uninitialized)
+#define UNINITIALIZED __attribute__((uninitialized))
+#endif
+#endif
+#ifndef UNINITIALIZED
+#define UNINITIALIZED
+#endif
+
+/* Zeroes STALE_BYTES of stack below the caller's frame. */
+__attribute__((noinline)) static void scrub(void)
+{
+    char pad[STALE_BYTES];
+    memset(pad, 0, sizeof pad);
+    __asm__ volatile("" : : "r"(pad) : "memory");
+}
+
+/* Runs the made code below STALE_BYTES of stack it never writes:
+ * whatever the frames before left there. */
+__attribute__((noinline)) static long made_below_stale_words(void)
+{
+    char pad[STALE_BYTES] UNINITIALIZED;
+    __asm__ volatile("" : : "r"(pad) : "memory");
+    long before = ticks;
+    made();
+    return ticks - before;
+}
+
+static volatile int usr1s;
+
+static void on_usr1_count(int sig)
+{
+    (void)sig;
+    usr1s++;
+}
+
+/* A SIGUSR1 to this OS thread by the system call itself (greenhook has
+ * its own raise): the kernel puts its frame below this one. */
+__attribute__((noinline)) static void leave_signal_frame(void)
+{
+#if defined(__x86_64__)
+    long r;
+    __asm__ volatile("syscall"
+                     : "=a"(r)
+                     : "0"((long)SYS_tgkill), "D"((long)getpid()), "S"((long)gettid()), "d"((long)SIGUSR1)
+                     : "rcx", "r11", "memory");
+#endif
+}
+
+/* Each way of leaving a signal frame's words behind, then the made code
+ * over them, by the thread `who` names. */
+static void *stale_run(void *who)
+{
+    void (*leave[])(void) = {leave_signal_frame, burn};
+    const char *what[] = {"after a handled signal", "after ticks"};
+    for (int i = 0; i < 2; i++) {
+        scrub();
+        leave[i]();
+        printf("%s%s: ticker ran %s\n", (char *)who, what[i], made_below_stale_words() ? "yes" : "no");
+    }
+    return NULL;
+}
+
+static int stale(void)
+{
+    make_code();
+    signal(SIGUSR1, on_usr1_count);
+    pthread_t t, w;
+    pthread_create(&t, NULL, ticker, NULL);
+    usleep(20000);
+    pthread_create(&w, NULL, stale_run, "");
+    pthread_join(w, NULL);
+    stale_run("main thread, ");
+    done = 1;
+    pthread_join(t, NULL);
+    printf("signals handled: %d\n", usr1s);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -400,6 +489,8 @@ int main(int argc, char **argv)
         return in_qsort();
     if (!strcmp(mode, "jit"))
         return jit();
-    fprintf(stderr, "usage: pure_loops_are_preempted flag|signals|fork|cancel|urg|qsort|jit\n");
+    if (!strcmp(mode, "stale"))
+        return stale();
+    fprintf(stderr, "usage: pure_loops_are_preempted flag|signals|fork|cancel|urg|qsort|jit|stale\n");
     return 2;
 }

@@ -1,7 +1,11 @@
 //! node running `compat/programs/node_tour.js`: timers, fs on libuv's
 //! thread pool, child processes, a loopback HTTP exchange, zlib and crypto,
 //! and worker threads (an isolate each; per-fiber TLS is what keeps them
-//! apart) passing messages and an `Atomics.wait` ping-pong.
+//! apart) passing messages and an `Atomics.wait` ping-pong; then the main
+//! thread spins on `Atomics.load` until a worker stores (compiled code
+//! without unwind tables: it hung before the main thread's was preempted,
+//! and now and then while greenhook's own signal frames left libc's
+//! `__restore_rt` on the stack for the preemption's scan to find).
 
 use std::time::Duration;
 
@@ -13,7 +17,7 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 
 pub const CASE: Case = Case {
     name: "node",
-    program: "node: timers, fs, child processes, loopback http, zlib/crypto, 5 worker_threads (isolates), Atomics.wait",
+    program: "node: timers, fs, child processes, loopback http, zlib/crypto, 6 worker_threads (isolates), Atomics.wait, a spin on the main thread",
     quick: true,
     needs: &[Need::command("nodejs", "node")],
     run,

@@ -147,24 +147,33 @@ pub(crate) fn init(slice_ns: u64) {
         return;
     }
     TICKS_PER_SLICE.store(ticks(slice_ns).0, Relaxed);
-    // SAFETY: a zeroed sigaction filled in with a valid handler; the real
-    // sigaction, not our hook.
-    let r = unsafe {
+    // SAFETY: a zeroed sigaction filled in with a valid handler.
+    let sa = unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
         sa.sa_sigaction = on_signal as *const () as usize;
         sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
         libc::sigfillset(&mut sa.sa_mask);
-        crate::signal::sigaction::real(SIGNAL, &sa, std::ptr::null_mut())
+        sa
     };
-    if r == 0 {
+    // Installed by libc's sigaction first, only to learn the return from a
+    // handler that it gives every action (`__restore_rt`, not exported;
+    // the kernel reports it back), which `frames::scan` looks for; then
+    // with greenhook's own return, so that the frames of the ticks, every
+    // millisecond of CPU time, do not leave that word on the stacks (see
+    // `crate::signal::restorer`).
+    // SAFETY: a valid action and out buffer; the real sigaction, not our hook.
+    let libc_restorer = unsafe {
+        let mut back: libc::sigaction = std::mem::zeroed();
+        let r = crate::signal::sigaction::real(SIGNAL, &sa, std::ptr::null_mut());
+        if r != 0 || crate::signal::sigaction::real(SIGNAL, std::ptr::null(), &mut back) != 0 {
+            return;
+        }
+        back.sa_restorer.map_or(0, |f| f as usize)
+    };
+    // SAFETY: `on_signal` handles SIGNAL with these flags.
+    if unsafe { crate::signal::restorer::install(SIGNAL, &sa, std::ptr::null_mut()) } == 0 {
         ENABLED.store(true, Relaxed);
-        // SAFETY: reads the action just installed back; the real sigaction.
-        let restorer = unsafe {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            crate::signal::sigaction::real(SIGNAL, std::ptr::null(), &mut old);
-            old.sa_restorer.map_or(0, |f| f as usize)
-        };
-        frames::init_scan(restorer);
+        frames::init_scan(libc_restorer);
     }
 }
 
@@ -806,16 +815,26 @@ mod frames {
     ///   is at a hook depth the handler has already refused;
     /// - libc's callbacks outside any hook: of those that call the program
     ///   while holding a lock, `dl_iterate_phdr` (the loader's) and a
-    ///   kernel signal frame (a handler's return is libc's `__restore_rt`)
-    ///   are looked for on the stack, every word between the interrupted
+    ///   kernel signal frame of a handler greenhook does not run (a fault's,
+    ///   installed unchanged: its return is libc's `__restore_rt`) are
+    ///   looked for on the stack, every word between the interrupted
     ///   `%rsp` and the start routine's call (`PROGRAM_BASE`). The others
     ///   (`qsort`, `bsearch`, `tsearch`, `ftw`, `scandir`, `glob`) hold none.
     ///
     /// A stack word is not a frame: a search for every return address into
     /// libc found stale ones in every JVM thread (a `clock_gettime`'s call
     /// into the vDSO, left in a slot no later frame wrote), and refused
-    /// every switch. The two looked for here are rare as stale words, and
-    /// one only refuses a switch that was allowed.
+    /// every switch. A stale word of the two looked for here refuses every
+    /// switch for as long as the frame that holds it lives, so greenhook's
+    /// own handlers (the ticks, the trampoline in front of the program's)
+    /// leave none: they return through a restorer of greenhook's
+    /// (`crate::signal::restorer`). When they returned through libc's,
+    /// each tick left a `__restore_rt` below the interrupted code, and
+    /// node's main thread, spinning in JavaScript for a worker's store,
+    /// hung now and then (9 runs of 40): libuv's `uv__io_poll`, below it,
+    /// keeps 1,024 `epoll_event`s on its stack, fills a few, and held such
+    /// a word from a tick taken at that depth before. The program's own
+    /// stale words are rare.
     ///
     /// The root's frames are the main thread's, down to the stack's top
     /// (`__libc_stack_end`): the scan goes on over a few of libc's frames
@@ -853,7 +872,7 @@ mod frames {
     struct Callbacks {
         /// `dl_iterate_phdr`'s code.
         iterate: (usize, usize),
-        /// The signal frames' return (`sa_restorer`), 0 if unknown.
+        /// libc's return from a signal handler (`__restore_rt`), 0 if unknown.
         restorer: usize,
     }
 
@@ -870,9 +889,10 @@ mod frames {
     static MAIN_STACK_END: OnceLock<usize> = OnceLock::new();
 
     /// Finds what [`scan`] needs: the main stack's top, `dl_iterate_phdr`'s
-    /// code and the signal frames' return (`restorer`, read back from the
-    /// kernel's action for greenhook's signal); without the second, frames
-    /// without unwind tables are never switched from.
+    /// code and libc's return from a signal handler (`restorer`, read back
+    /// from the kernel's action for greenhook's signal as libc installed
+    /// it); without the second, frames without unwind tables are never
+    /// switched from.
     pub(super) fn init_scan(restorer: usize) {
         // SAFETY: RTLD_DEFAULT searches every object.
         let end = unsafe { fiber::tls::dlsym_quietly(libc::RTLD_DEFAULT, c"__libc_stack_end") } as *const usize;

@@ -65,6 +65,8 @@ mod compat;
 mod deliver;
 mod jump;
 pub(crate) mod kick;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod restorer;
 mod state;
 mod table;
 
@@ -160,24 +162,33 @@ unsafe fn install(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_i
         return unsafe { install_beside(sig, act, old, &kick::WORD) };
     }
     let s = sig as usize;
-    let mut mine: SigAction;
-    let mut act_p = act;
+    let mut mine = None;
     let mut user = None;
     // SAFETY: caller's contract.
     if let Some(a) = unsafe { act.as_ref() } {
         if a.sa_sigaction != libc::SIG_DFL && a.sa_sigaction != libc::SIG_IGN {
-            mine = *a;
-            mine.sa_sigaction = deliver::trampoline as *const () as usize;
-            mine.sa_flags |= libc::SA_SIGINFO;
-            act_p = &mine;
+            let mut m = *a;
+            m.sa_sigaction = deliver::trampoline as *const () as usize;
+            m.sa_flags |= libc::SA_SIGINFO;
+            mine = Some(m);
             user = Some((a.sa_sigaction, a.sa_flags, set_to_bits(&a.sa_mask) & !UNBLOCKABLE));
         }
     }
     // SAFETY: a zeroed sigaction is a valid out buffer.
     let mut k: SigAction = unsafe { std::mem::zeroed() };
     let (prev_h, prev_f) = (HANDLERS[s].load(Ordering::SeqCst), FLAGS[s].load(Ordering::SeqCst));
-    // SAFETY: valid pointers.
-    let r = unsafe { sigaction::real(sig, act_p, &mut k) };
+    let r = match &mine {
+        // The trampoline returns through greenhook's restorer (see
+        // `restorer`): the frames it leaves are not taken for a handler's.
+        // SAFETY: the trampoline handles every signal; valid pointers.
+        #[cfg(target_arch = "x86_64")]
+        Some(m) => unsafe { restorer::install(sig, m, &mut k) },
+        // SAFETY: valid pointers.
+        #[cfg(not(target_arch = "x86_64"))]
+        Some(m) => unsafe { sigaction::real(sig, m, &mut k) },
+        // SAFETY: valid pointers.
+        None => unsafe { sigaction::real(sig, act, &mut k) },
+    };
     if r != 0 {
         return r;
     }
