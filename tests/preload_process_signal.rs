@@ -352,3 +352,12 @@ fn a_sent_segv_is_not_lost() {
 fn an_ended_threads_alternate_stack_is_not_used() {
     differential("altstack_freed", &[]);
 }
+
+/// A program started from a thread (`posix_spawn`, `posix_spawnp`, an
+/// `exec`) starts with that thread's signal mask: under the preload a
+/// spawned child got the OS thread's, every thread's intersection, and a
+/// thread that had blocked `SIGTERM` spawned a child that had not.
+#[test]
+fn a_spawned_program_starts_with_its_threads_mask() {
+    differential("spawn_mask", &[]);
+}
