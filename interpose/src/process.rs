@@ -273,47 +273,19 @@ fn close_under(fd: c_int) -> bool {
 
 /// The spawn hooks' body: `spawn` runs with the caller's inheritable pipes
 /// swapped for blocking descriptions, and with the caller's own signal
-/// mask in the kernel (see [`OwnMask`]).
+/// mask in the kernel. A program started by `exec`, or the child of
+/// `posix_spawn` (unless its attribute sets a mask), starts with the mask
+/// of the thread that started it. Where masks are per fiber the kernel's
+/// is every context's intersection (so this only adds blocks), and a
+/// thread that had blocked `SIGTERM` spawned a child that had not
+/// (`tests/c/spawn_mask.c`).
 fn spawned<R>(spawn: impl FnOnce() -> R) -> R {
     let pipes = crate::fd::blocking_pipes_for_spawn();
-    let mask = OwnMask::install();
+    let mask = crate::signal::virtual_masks().then(|| crate::signal::KernelMask::set(&crate::signal::current_mask()));
     let r = spawn();
     drop(mask);
     pipes.restore();
     r
-}
-
-/// The calling thread's own signal mask in the kernel for as long as it
-/// lives. A program started by `exec`, or the child of `posix_spawn`
-/// (unless its attribute sets a mask), starts with the mask of the thread
-/// that started it. Where masks are per fiber the kernel's is every
-/// context's intersection, and a thread that had blocked `SIGTERM` spawned
-/// a child that had not (`tests/c/spawn_mask.c`).
-struct OwnMask(Option<libc::sigset_t>);
-
-impl OwnMask {
-    fn install() -> OwnMask {
-        if !crate::signal::virtual_masks() {
-            return OwnMask(None);
-        }
-        let mine = crate::signal::current_mask();
-        // SAFETY: a zeroed sigset is a valid out buffer.
-        let mut was: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: valid sets; glibc's call (not our hook, which would set
-        // the caller's virtual mask) sets this OS thread's, put back on
-        // drop. It blocks no more than needed: the kernel's is a subset.
-        unsafe { crate::signal::pthread_sigmask::real(libc::SIG_SETMASK, &mine, &mut was) };
-        OwnMask(Some(was))
-    }
-}
-
-impl Drop for OwnMask {
-    fn drop(&mut self) {
-        if let Some(was) = &self.0 {
-            // SAFETY: the mask saved by `install`.
-            unsafe { crate::signal::pthread_sigmask::real(libc::SIG_SETMASK, was, std::ptr::null_mut()) };
-        }
-    }
 }
 
 hook! {

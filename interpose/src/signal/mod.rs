@@ -392,6 +392,29 @@ fn virtual_mask() -> u64 {
     })
 }
 
+/// The OS thread's kernel signal mask set to a given one until the guard
+/// drops, then put back: what a thread or a program started meanwhile
+/// inherits. Set by glibc's call, not our hook (which would set the
+/// caller's virtual mask).
+pub(crate) struct KernelMask(sigset_t);
+
+impl KernelMask {
+    pub(crate) fn set(m: &sigset_t) -> KernelMask {
+        // SAFETY: a zeroed sigset is a valid out buffer.
+        let mut was: sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: valid sets.
+        unsafe { pthread_sigmask::real(libc::SIG_SETMASK, m, &mut was) };
+        KernelMask(was)
+    }
+}
+
+impl Drop for KernelMask {
+    fn drop(&mut self) {
+        // SAFETY: the mask saved by `set`.
+        unsafe { pthread_sigmask::real(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
+    }
+}
+
 /// The calling context's signal mask (virtual when masks are per fiber).
 pub(crate) fn current_mask() -> sigset_t {
     // SAFETY: a zeroed sigset is a valid out buffer.

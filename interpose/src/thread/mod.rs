@@ -298,16 +298,11 @@ fn not_single_threaded() {
     // It starts with every signal blocked, so that none sent to the
     // process meanwhile is taken by it.
     hub::on_thread_tls(|| {
-        // SAFETY: valid sets; glibc's call (not our hook, which would set
-        // a virtual mask) sets this OS thread's mask, put back below, for
-        // the new thread to inherit.
-        let mut was: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: a zeroed sigset is valid to fill.
+        let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
-        unsafe {
-            let mut all: libc::sigset_t = std::mem::zeroed();
-            libc::sigfillset(&mut all);
-            crate::signal::pthread_sigmask::real(libc::SIG_SETMASK, &all, &mut was);
-        }
+        unsafe { libc::sigfillset(&mut all) };
+        let _blocked = crate::signal::KernelMask::set(&all);
         let mut t: pthread_t = 0;
         // SAFETY: a valid out pointer, default attributes, a start
         // routine that returns at once; joined once, as it was made.
@@ -315,7 +310,6 @@ fn not_single_threaded() {
             if pthread_create::real(&mut t, std::ptr::null(), nothing, std::ptr::null_mut()) == 0 {
                 pthread_join::real(t, std::ptr::null_mut());
             }
-            crate::signal::pthread_sigmask::real(libc::SIG_SETMASK, &was, std::ptr::null_mut());
         }
     });
     // SAFETY: as above; in case glibc did not (no thread could be made).

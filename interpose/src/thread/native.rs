@@ -28,7 +28,6 @@ use std::sync::{Mutex, OnceLock};
 use libc::{c_int, dl_phdr_info, pthread_attr_t, pthread_t, size_t};
 
 use super::{pthread_create, Start};
-use crate::signal::pthread_sigmask;
 
 /// Libraries whose threads stay OS threads whatever the environment says.
 const ALWAYS: &[&str] = &["libgomp.so"];
@@ -149,20 +148,8 @@ fn ranges(names: &[Vec<u8>]) -> Vec<(usize, usize)> {
 pub(super) unsafe fn create(t: *mut pthread_t, attr: *const pthread_attr_t, f: Start, arg: *mut c_void) -> c_int {
     let mask = crate::signal::virtual_masks().then(crate::signal::current_mask);
     hub::on_thread_tls(|| {
-        // SAFETY: a zeroed sigset is a valid out buffer.
-        let mut kernel: libc::sigset_t = unsafe { std::mem::zeroed() };
-        if let Some(m) = &mask {
-            // SAFETY: valid sets; glibc's call (not our hook, which would
-            // set the fiber's virtual mask) sets this OS thread's kernel
-            // mask, put back below.
-            unsafe { pthread_sigmask::real(libc::SIG_SETMASK, m, &mut kernel) };
-        }
+        let _kernel = mask.as_ref().map(crate::signal::KernelMask::set);
         // SAFETY: the caller's arguments, unchanged, to glibc's.
-        let r = unsafe { pthread_create::real(t, attr, f, arg) };
-        if mask.is_some() {
-            // SAFETY: the mask saved above.
-            unsafe { pthread_sigmask::real(libc::SIG_SETMASK, &kernel, std::ptr::null_mut()) };
-        }
-        r
+        unsafe { pthread_create::real(t, attr, f, arg) }
     })
 }
