@@ -988,11 +988,9 @@ hook! {
         // SAFETY: our own OS thread's real handle; the caller's buffer.
         let r = unsafe { pthread_getaffinity_np::real(os_thread_self(), n, set) };
         if let (0, Some(g)) = (r, given) {
-            // SAFETY: the caller's buffer holds `n` bytes.
-            let out = unsafe { std::slice::from_raw_parts_mut(set.cast::<u8>(), n) };
-            out.fill(0);
-            let k = g.len().min(n);
-            out[..k].copy_from_slice(&g[..k]);
+            // SAFETY: the caller's buffer holds `n` bytes (the kernel
+            // wrote it).
+            unsafe { copy_affinity(&g, set, n) };
         }
         r
     }
@@ -1012,14 +1010,7 @@ hook! {
             return libc::EFAULT;
         }
         // SAFETY: the caller's set of `n` bytes.
-        let want = unsafe { std::slice::from_raw_parts(set.cast::<u8>(), n) };
-        match check_affinity(want) {
-            Ok(w) => {
-                *rec.affinity.borrow_mut() = Some(w);
-                0
-            }
-            Err(e) => e,
-        }
+        set_affinity(&rec, unsafe { std::slice::from_raw_parts(set.cast::<u8>(), n) }).err().unwrap_or(0)
     }
 
     /// `sched_setaffinity(2)` of the calling thread (pid 0 or its
@@ -1027,7 +1018,7 @@ hook! {
     /// keeps it (before, it pinned the OS thread, which every other thread
     /// then shared: one that pinned itself to a CPU pinned them all).
     [thread] fn sched_setaffinity(pid: libc::pid_t, n: size_t, set: *const cpu_set_t) -> c_int {
-        let Some(rec) = affinity_target(pid) else {
+        let Some(rec) = sched::own_fiber(pid) else {
             // SAFETY: not a fiber's own: forwarded unchanged.
             return unsafe { sched_setaffinity::real(pid, n, set) };
         };
@@ -1035,12 +1026,8 @@ hook! {
             return crate::errno::fail(libc::EFAULT);
         }
         // SAFETY: the caller's set of `n` bytes.
-        let want = unsafe { std::slice::from_raw_parts(set.cast::<u8>(), n) };
-        match check_affinity(want) {
-            Ok(w) => {
-                *rec.affinity.borrow_mut() = Some(w);
-                0
-            }
+        match set_affinity(&rec, unsafe { std::slice::from_raw_parts(set.cast::<u8>(), n) }) {
+            Ok(()) => 0,
             Err(e) => crate::errno::fail(e),
         }
     }
@@ -1055,13 +1042,10 @@ hook! {
         if r != 0 {
             return r;
         }
-        if let Some(g) = affinity_target(pid).and_then(|rec| rec.affinity.borrow().clone()) {
+        if let Some(g) = sched::own_fiber(pid).and_then(|rec| rec.affinity.borrow().clone()) {
             // SAFETY: the caller's buffer holds `n` bytes (the kernel
             // wrote it).
-            let out = unsafe { std::slice::from_raw_parts_mut(set.cast::<u8>(), n) };
-            out.fill(0);
-            let k = g.len().min(n);
-            out[..k].copy_from_slice(&g[..k]);
+            unsafe { copy_affinity(&g, set, n) };
         }
         0
     }
@@ -1093,6 +1077,25 @@ fn check_affinity(want: &[u8]) -> Result<Vec<u8>, c_int> {
     Ok(want.to_vec())
 }
 
+/// Gives `rec` the CPU set `want`, checked as the kernel checks one.
+fn set_affinity(rec: &Record, want: &[u8]) -> Result<(), c_int> {
+    *rec.affinity.borrow_mut() = Some(check_affinity(want)?);
+    Ok(())
+}
+
+/// Writes the fiber's CPU set `g` into the caller's buffer of `n` bytes,
+/// zero past its end.
+///
+/// # Safety
+/// `set` is writable for `n` bytes.
+unsafe fn copy_affinity(g: &[u8], set: *mut cpu_set_t, n: size_t) {
+    // SAFETY: per the contract.
+    let out = unsafe { std::slice::from_raw_parts_mut(set.cast::<u8>(), n) };
+    out.fill(0);
+    let k = g.len().min(n);
+    out[..k].copy_from_slice(&g[..k]);
+}
+
 /// A new fiber's CPU set, as a new thread's: the attribute's
 /// (`pthread_attr_setaffinity_np`; `EINVAL` for one with no usable CPU,
 /// as glibc's `pthread_create` answers), else its creator's.
@@ -1112,17 +1115,6 @@ fn affinity_at_create(attr: *const pthread_attr_t) -> Result<Option<Vec<u8>>, c_
         }
     }
     Ok(current_record().and_then(|r| r.affinity.borrow().clone()))
-}
-
-/// `sched_setaffinity`/`sched_getaffinity` name the calling thread by 0
-/// or by its `gettid()` (every fiber's is the OS thread's): the calling
-/// pthread fiber's record then, if the call names it.
-fn affinity_target(pid: libc::pid_t) -> Option<Rc<Record>> {
-    // SAFETY: gettid takes no arguments.
-    if pid != 0 && pid != unsafe { libc::gettid() } {
-        return None;
-    }
-    current_record().filter(|_| emulating())
 }
 
 /// Whether `t`, one of glibc's handles, is the fibers' OS thread's own

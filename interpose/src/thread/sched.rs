@@ -342,26 +342,32 @@ hook! {
     }
 }
 
-/// The calling fiber's record, for the `sched_*` calls on pid 0 or its
-/// `gettid()` (the OS thread's): the calling thread.
-fn own_fiber(pid: libc::pid_t) -> Option<std::rc::Rc<Record>> {
+/// Whether `pid`, in a call that takes a thread id, names the calling
+/// thread: 0, or its `gettid()` (in a fiber, the OS thread's; on the main
+/// OS thread also `getpid()`, taken for the calling thread: see DESIGN).
+fn names_caller(pid: libc::pid_t) -> bool {
     // SAFETY: gettid takes no arguments.
-    if pid != 0 && pid != unsafe { libc::gettid() } || !crate::gate::emulating() {
+    pid == 0 || pid == unsafe { libc::gettid() }
+}
+
+/// The calling fiber's record, for the calls on the calling thread by a
+/// thread id (`sched_*`, `sched_setaffinity`, `setpriority`…): see
+/// [`names_caller`].
+pub(super) fn own_fiber(pid: libc::pid_t) -> Option<std::rc::Rc<Record>> {
+    if !names_caller(pid) || !crate::gate::emulating() {
         return None;
     }
     current_record()
 }
 
 /// The calling fiber's record, for `getpriority`/`setpriority` on
-/// `PRIO_PROCESS` with 0 or its `gettid()` (the OS thread's): on Linux
-/// they name a thread, whose nice value is its own.
+/// `PRIO_PROCESS` naming the calling thread: on Linux they name a thread,
+/// whose nice value is its own.
 fn own_nice(which: libc::__priority_which_t, who: libc::id_t) -> Option<std::rc::Rc<Record>> {
-    // SAFETY: gettid takes no arguments.
-    let me = who == 0 || who == unsafe { libc::gettid() } as libc::id_t;
-    if which != libc::PRIO_PROCESS || !me {
+    if which != libc::PRIO_PROCESS {
         return None;
     }
-    own_fiber(0)
+    own_fiber(who as libc::pid_t)
 }
 
 /// The nice value of the fiber `rec`: its own, or the OS thread's, which
@@ -376,9 +382,7 @@ fn nice_of(rec: &Record) -> c_int {
 /// The root changes its own policy or priority with a `sched_*` call:
 /// whether it does.
 fn root_changing_itself(pid: libc::pid_t) -> bool {
-    // SAFETY: gettid takes no arguments.
-    let me = pid == 0 || pid == unsafe { libc::gettid() };
-    let mine = me && crate::gate::emulating() && !hub::in_fiber();
+    let mine = names_caller(pid) && crate::gate::emulating() && !hub::in_fiber();
     if mine {
         root_changing();
     }
