@@ -87,14 +87,19 @@ fn kernel() -> Option<Alt> {
     }
 }
 
-/// Puts the root's stack back in the kernel, if `fiber`'s is there now
-/// (a stack in use cannot be changed: the kernel says `EPERM`, and the
-/// fiber's stays, as it would have before).
+/// Puts the root's stack in the kernel (a disable if it has none): a
+/// fiber's own has left it (a stack in use cannot be changed: the kernel
+/// says `EPERM`, and the fiber's stays, as it would have before).
+fn root_back(s: &Stacks) {
+    let st = Alt::to_stack(s.root.get().flatten());
+    // SAFETY: a stack the root set (still its own), or a disable.
+    unsafe { sigaltstack::real(&st, std::ptr::null_mut()) };
+}
+
+/// Puts the root's stack back in the kernel, if `fiber`'s is there now.
 fn give_back(s: &Stacks, fiber: Alt) {
     if kernel().is_some_and(|k| k.sp == fiber.sp) {
-        let st = Alt::to_stack(s.root.get().flatten());
-        // SAFETY: a stack the root set (still its own), or a disable.
-        unsafe { sigaltstack::real(&st, std::ptr::null_mut()) };
+        root_back(s);
     }
 }
 
@@ -159,14 +164,8 @@ hook! {
                 Some(a) => {
                     s.fibers.borrow_mut().insert(id, a);
                 }
-                None => {
-                    // Its own stack left the kernel: the root's comes back.
-                    if let Some(root) = s.root.get().flatten() {
-                        let st = Alt::to_stack(Some(root));
-                        // SAFETY: the root's stack, still its own.
-                        unsafe { sigaltstack::real(&st, std::ptr::null_mut()) };
-                    }
-                }
+                // Its own stack left the kernel: the root's comes back.
+                None => root_back(s),
             }
         });
         0
