@@ -713,11 +713,13 @@ hook! {
                 }
             }
         }
-        let sched = match sched::at_create(attr) {
+        // What a new thread inherits of its creator's (a fiber's record).
+        let creator = current_record();
+        let sched = match sched::at_create(attr, creator.as_deref()) {
             Ok(s) => s,
             Err(e) => return e,
         };
-        let affinity = match affinity_at_create(attr) {
+        let affinity = match affinity_at_create(attr, creator.as_deref()) {
             Ok(a) => a,
             Err(e) => return e,
         };
@@ -759,7 +761,7 @@ hook! {
             stack_size: Cell::new(0),
             sched,
             affinity: RefCell::new(affinity),
-            nice: Cell::new(current_record().and_then(|r| r.nice.get())),
+            nice: Cell::new(creator.as_ref().and_then(|r| r.nice.get())),
         });
         // glibc's thread starts at its creator's priority and is then moved
         // to its own: one lower than its creator's goes first among those
@@ -1098,8 +1100,8 @@ unsafe fn copy_affinity(g: &[u8], set: *mut cpu_set_t, n: size_t) {
 
 /// A new fiber's CPU set, as a new thread's: the attribute's
 /// (`pthread_attr_setaffinity_np`; `EINVAL` for one with no usable CPU,
-/// as glibc's `pthread_create` answers), else its creator's.
-fn affinity_at_create(attr: *const pthread_attr_t) -> Result<Option<Vec<u8>>, c_int> {
+/// as glibc's `pthread_create` answers), else its `creator`'s.
+fn affinity_at_create(attr: *const pthread_attr_t, creator: Option<&Record>) -> Result<Option<Vec<u8>>, c_int> {
     if !attr.is_null() {
         // SAFETY: a zeroed cpu_set_t is a valid out buffer.
         let mut set: cpu_set_t = unsafe { std::mem::zeroed() };
@@ -1114,7 +1116,7 @@ fn affinity_at_create(attr: *const pthread_attr_t) -> Result<Option<Vec<u8>>, c_
             }
         }
     }
-    Ok(current_record().and_then(|r| r.affinity.borrow().clone()))
+    Ok(creator.and_then(|r| r.affinity.borrow().clone()))
 }
 
 /// Whether `t`, one of glibc's handles, is the fibers' OS thread's own

@@ -218,8 +218,8 @@ fn change(rec: &Record, new: (c_int, c_int)) -> c_int {
 /// A new thread's policy and priority: its creator's, or with
 /// `PTHREAD_EXPLICIT_SCHED` the attribute's (which must be valid and
 /// allowed: `EINVAL`, `EPERM`, as glibc's `pthread_create` answers).
-pub(super) fn at_create(attr: *const pthread_attr_t) -> Result<Sched, c_int> {
-    let inherited = current_record().and_then(|r| r.sched.0.get());
+pub(super) fn at_create(attr: *const pthread_attr_t, creator: Option<&Record>) -> Result<Sched, c_int> {
+    let inherited = creator.and_then(|r| r.sched.0.get());
     if attr.is_null() {
         return Ok(Sched(Cell::new(inherited)));
     }
