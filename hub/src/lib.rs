@@ -156,6 +156,8 @@ pub(crate) struct Hub {
     root_local: *const Local,
     /// This thread's fiber stacks.
     stacks: fiber::StackPool,
+    /// When `stacks` was last trimmed (see [`Hub::trim_stacks`]).
+    stacks_trimmed: Cell<std::time::Instant>,
     /// In the child of a fork made from a fiber: the root's own wait can
     /// never end (what it waited for stayed in the parent; see [`fork`]).
     orphan_root: Cell<bool>,
@@ -528,6 +530,7 @@ impl Hub {
             cpu: cputime::Clocks::default(),
             root_local: with_local(|l| l as *const Local),
             stacks: fiber::StackPool::new(),
+            stacks_trimmed: Cell::new(std::time::Instant::now()),
             orphan_root: Cell::new(false),
             preempt_pending: Cell::new(false),
             preempted: Cell::new(std::ptr::null()),

@@ -288,6 +288,22 @@ impl Hub {
         b.current.store(id, Relaxed);
     }
 
+    /// Gives back the pages of free stacks left unused beyond the pool's
+    /// warm bytes ([`fiber::StackPool::trim`]) once a period has passed
+    /// since the last trim; returns when the next is due, while any such
+    /// stacks wait.
+    fn trim_stacks(&self, now: Instant) -> Option<Instant> {
+        if !self.stacks.has_excess() {
+            return None;
+        }
+        let due = self.stacks_trimmed.get() + fiber::stack::TRIM_AFTER;
+        if now < due {
+            return Some(due);
+        }
+        self.stacks_trimmed.set(now);
+        crate::internal::bookkeeping(|| self.stacks.trim()).then(|| now + fiber::stack::TRIM_AFTER)
+    }
+
     /// One turn of the reactor and the timers. With `block`, waits until the
     /// next timer (or forever) when nothing is runnable.
     pub(crate) fn poll(&self, block: bool) {
@@ -298,6 +314,7 @@ impl Hub {
         // deciding how long to wait, and whether this is a deadlock.
         fork::run_poll_hook();
         let now = Instant::now();
+        let trim_at = self.trim_stacks(now);
         let timeout = if !block || !self.runq.is_empty() {
             Some(Duration::ZERO)
         } else {
@@ -315,6 +332,14 @@ impl Hub {
             // A handler may still run and wake someone: wait for it.
             self.report_deadlock_once();
         }
+        // An idle hub wakes for the next trim, if stacks wait for one.
+        let timeout = match trim_at {
+            Some(at) if timeout != Some(Duration::ZERO) => {
+                let d = at.saturating_duration_since(now);
+                Some(timeout.map_or(d, |t| t.min(d)))
+            }
+            _ => timeout,
+        };
         // Skip the syscall when nothing could be reported.
         if timeout != Some(Duration::ZERO) || self.fd_waiting.get() > 0 || self.remote.pending() > 0 {
             bump(&self.counters.polls);
