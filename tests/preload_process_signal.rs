@@ -361,3 +361,17 @@ fn an_ended_threads_alternate_stack_is_not_used() {
 fn a_spawned_program_starts_with_its_threads_mask() {
     differential("spawn_mask", &[]);
 }
+
+/// Children of glibc's `clone()` wrapper made from a thread. Without
+/// `CLONE_VM` the child's hooks worked on the parent's hub (the two share
+/// the epoll set): its `close` of a pipe another thread waited on took that
+/// wait's registration away, and the process hung. With `CLONE_VM |
+/// CLONE_VFORK` (a spawn helper in our memory) its `close`s and `dup2`s
+/// rewrote the parent's fd table, and the parent's read of the pipe the
+/// child wrote returned `EAGAIN`. Now the first is made a child as `fork`'s
+/// is, and the second touches nothing of ours and execs with blocking
+/// pipes and its thread's mask, as `posix_spawn` does.
+#[test]
+fn clone_children_leave_the_parent_alone() {
+    differential("clone_children", &[]);
+}

@@ -147,7 +147,8 @@ pub fn wake_fd(fd: RawFd, readable: bool, writable: bool) {
 /// registration and wakes every task waiting on it with `EBADF`.
 pub fn forget_fd(fd: RawFd) {
     let Some(hub) = Hub::existing() else { return };
-    if fd < 0 {
+    if fd < 0 || crate::internal::in_shared_child() {
+        // A child sharing our memory closes its own fd, not ours.
         return;
     }
     let waiters = crate::internal::bookkeeping(|| {

@@ -173,6 +173,42 @@ fn hooks(l: &crate::Local) -> &Cell<u32> {
     }
 }
 
+/// The `LOCAL` (its address) of the context whose `clone` made a child
+/// that shares its memory and runs while it waits; 0: none.
+static SHARED_CHILD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Runs `f` (a `clone` with `CLONE_VM | CLONE_VFORK`) so that the child it
+/// makes, which shares this memory and this context's thread-locals and
+/// runs while the caller waits, touches none of greenhook's state: the
+/// context is machinery (hooks pass straight through) and
+/// [`in_shared_child`] holds. Then the context's depths are put back to
+/// exactly what they were, since a hook that never returned in the child
+/// (an `execve` that succeeded) leaves its depth behind.
+pub fn as_machinery_for_shared_child<R>(f: impl FnOnce() -> R) -> R {
+    use std::sync::atomic::Ordering::SeqCst;
+    let (me, depth, hooks_before) = with_local(|l| (l as *const crate::Local as usize, l.depth.get(), hooks(l).get()));
+    with_local(|l| l.depth.set(depth + crate::MACHINERY));
+    let outer = SHARED_CHILD.swap(me, SeqCst);
+    let r = f();
+    SHARED_CHILD.store(outer, SeqCst);
+    with_local(|l| {
+        l.depth.set(depth);
+        hooks(l).set(hooks_before);
+    });
+    r
+}
+
+/// Whether the caller is the child of [`as_machinery_for_shared_child`]'s
+/// `clone` (its caller, the only other context with the same
+/// thread-locals, waits meanwhile): what even machinery records of fds
+/// (the fd table, the hub's registrations) must be left alone, since it is
+/// the parent's. One load when there is no such child.
+#[inline]
+pub fn in_shared_child() -> bool {
+    let c = SHARED_CHILD.load(std::sync::atomic::Ordering::Relaxed);
+    c != 0 && with_local(|l| l as *const crate::Local as usize) == c
+}
+
 /// One hook call's hold on its context's depth ([`enter_hook`]). A call
 /// begins and ends in the same context (a fiber that suspends inside it
 /// resumes as itself), so the count it raised is the one it lowers,

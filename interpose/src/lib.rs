@@ -152,7 +152,9 @@ pub(crate) mod gate {
     /// tracking `fcntl`, `dup2`, `close`), asks only this.
     #[inline]
     pub(crate) fn on() -> bool {
-        crate::is_patched()
+        // Not in a child that shares our memory (a `clone` with
+        // `CLONE_VM | CLONE_VFORK`): the fd table is the parent's.
+        crate::is_patched() && !hub::internal::in_shared_child()
     }
 
     /// The hooks are on (`LD_PRELOAD`, or after [`patch_all`](crate::patch_all))

@@ -184,22 +184,51 @@ fn forked() -> pid_t {
 fn forked_by(fork: impl FnOnce() -> pid_t) -> pid_t {
     // On the OS thread's own thread pointer: see `hub::on_thread_tls`.
     let pid = hub::on_thread_tls(fork);
-    if pid == 0 && patched() {
-        let e = errno::get();
-        if hub::has_hub() {
-            hub::reset_after_fork();
-            crate::signal::after_fork_child();
-            crate::preempt::after_fork_child();
-        }
-        crate::fd::private_pipes_after_fork();
-        crate::fd::mark_sockets_after_fork();
-        crate::sync::after_fork_child();
-        crate::gate::after_fork_child();
-        #[cfg(all(target_arch = "x86_64", target_env = "gnu", not(greenhook_table)))]
-        crate::thread::dlopen_after_fork_child();
-        errno::set(e);
+    if pid == 0 {
+        in_forked_child();
     }
     pid
+}
+
+/// In a new child process with a copy of our memory (`fork`, or `clone`
+/// without `CLONE_VM`): the calling context becomes the hub's only one.
+fn in_forked_child() {
+    if !patched() {
+        return;
+    }
+    let e = errno::get();
+    if hub::has_hub() {
+        hub::reset_after_fork();
+        crate::signal::after_fork_child();
+        crate::preempt::after_fork_child();
+    }
+    crate::fd::private_pipes_after_fork();
+    crate::fd::mark_sockets_after_fork();
+    crate::sync::after_fork_child();
+    crate::gate::after_fork_child();
+    #[cfg(all(target_arch = "x86_64", target_env = "gnu", not(greenhook_table)))]
+    crate::thread::dlopen_after_fork_child();
+    errno::set(e);
+}
+
+/// A `clone` child's function and argument, read by [`clone_child`] in the
+/// child's copy of the caller's memory.
+#[cfg(target_os = "linux")]
+struct CloneChild {
+    f: unsafe extern "C" fn(*mut c_void) -> c_int,
+    arg: *mut c_void,
+}
+
+/// What a `clone` child without `CLONE_VM` runs first: it is made a child
+/// as `fork`'s is, then runs the caller's function.
+#[cfg(target_os = "linux")]
+unsafe extern "C" fn clone_child(p: *mut c_void) -> c_int {
+    // SAFETY: `p` is the `CloneChild` on the caller's stack, which this
+    // child has a copy of (the hook that made it is still in that frame).
+    let c = unsafe { &*(p as *const CloneChild) };
+    in_forked_child();
+    // SAFETY: the caller's function and argument, as `clone` would call them.
+    unsafe { (c.f)(c.arg) }
 }
 
 /// `pclose` as glibc's makes it (`_IO_new_proc_close`: the stream's final
@@ -435,6 +464,58 @@ hook! {
     /// `__vfork`, glibc's alias of `vfork`: [`fork()`] too.
     [process] fn __vfork() -> pid_t {
         forked()
+    }
+
+    /// `clone(2)`'s glibc wrapper (variadic: the three optional arguments
+    /// are read as fixed ones, as the x86-64 and aarch64 calling
+    /// conventions allow, and passed on; glibc reads them only where
+    /// `flags` asks). The child runs `f(arg)` on `stack`:
+    /// - without `CLONE_VM` (a new process with a copy of our memory, as
+    ///   sandboxes make them with namespace flags): it is made a child as
+    ///   `fork`'s is before `f` runs. Before, its hooks worked on the
+    ///   parent's hub: its `close` of a pipe took the parent's epoll
+    ///   registration away (the two share the epoll set), and the parent's
+    ///   thread waiting on that pipe waited for ever.
+    /// - with `CLONE_VM | CLONE_VFORK` (a spawn helper: the child shares
+    ///   our memory and the caller waits until it execs or exits): its
+    ///   hooks pass straight through, and the program it execs gets
+    ///   blocking pipes and the caller's signal mask, as from
+    ///   `posix_spawn`. Before, its `close`s and `dup2`s rewrote the
+    ///   parent's fd table, and the parent's read of the pipe the child
+    ///   wrote returned `EAGAIN`.
+    /// - with `CLONE_VM` alone (the child runs beside us in our memory) or
+    ///   `CLONE_THREAD`: unchanged; see README.
+    #[cfg(target_os = "linux")]
+    #[gate(patched())]
+    [process] fn clone(
+        f: Option<unsafe extern "C" fn(*mut c_void) -> c_int>,
+        stack: *mut c_void,
+        flags: c_int,
+        arg: *mut c_void,
+        ptid: *mut pid_t,
+        tls: *mut c_void,
+        ctid: *mut pid_t,
+    ) -> c_int {
+        let shared = flags & (libc::CLONE_VM | libc::CLONE_THREAD);
+        match f {
+            Some(f) if shared == 0 => {
+                let child = CloneChild { f, arg };
+                let p = (&raw const child).cast_mut().cast();
+                // SAFETY: the caller's arguments, with our function in front
+                // of theirs; `child` outlives the call in the parent, and the
+                // child has its own copy.
+                unsafe { clone::real(Some(clone_child), stack, flags, p, ptid, tls, ctid) }
+            }
+            Some(_) if shared == libc::CLONE_VM && flags & libc::CLONE_VFORK != 0 => spawned(|| {
+                // SAFETY: forwarded unchanged; the caller waits in it until
+                // the child has exec'd or exited.
+                hub::internal::as_machinery_for_shared_child(|| unsafe {
+                    clone::real(f, stack, flags, arg, ptid, tls, ctid)
+                })
+            }),
+            // SAFETY: forwarded unchanged (a null `f` gets glibc's EINVAL).
+            _ => unsafe { clone::real(f, stack, flags, arg, ptid, tls, ctid) },
+        }
     }
 
     /// `_Fork(2)`: glibc's fork without the `atfork` handlers, the child
