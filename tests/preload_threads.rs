@@ -414,3 +414,13 @@ fn loads_and_unloads_are_one_at_a_time_among_fibers() {
     let lib = compile_shared("loader_serial_lib");
     differential("loader_serial", &[lib.to_str().expect("a UTF-8 path")]);
 }
+
+/// `pthread_setattr_default_np` sets the stack of threads made without an
+/// attribute from then on. The default was read once, at the first
+/// `pthread_create`: raised to 4 MiB after a first thread, under
+/// `ulimit -s 1000`, a thread still got 1,000 KiB and its 2.5 MiB
+/// recursion overflowed.
+#[test]
+fn the_default_attribute_sets_later_threads_stacks() {
+    differential("default_stack_size", &[]);
+}

@@ -447,10 +447,16 @@ fn join_real(t: pthread_t, join: impl FnOnce() -> c_int) -> c_int {
     crate::offload(hub::Lane::Wait, move || job.call())
 }
 
-/// The default stack size glibc reports for a fresh attribute object.
+/// [`default_attr_stack`]'s answer, 0 until asked or after the default
+/// changed.
+static DEFAULT_STACK: AtomicUsize = AtomicUsize::new(0);
+
+/// The default stack size glibc reports for a fresh attribute object: its
+/// default attribute's, set from RLIMIT_STACK at start-up and changed only
+/// by `pthread_setattr_default_np` (whose hook calls
+/// [`default_attr_changed`]).
 fn default_attr_stack() -> usize {
-    static DEFAULT: AtomicUsize = AtomicUsize::new(0);
-    let d = DEFAULT.load(Ordering::Relaxed);
+    let d = DEFAULT_STACK.load(Ordering::Relaxed);
     if d != 0 {
         return d;
     }
@@ -463,8 +469,16 @@ fn default_attr_stack() -> usize {
         libc::pthread_attr_destroy(&mut a);
         s
     };
-    DEFAULT.store(d, Ordering::Relaxed);
+    DEFAULT_STACK.store(d, Ordering::Relaxed);
     d
+}
+
+/// glibc's default thread attribute changed: a thread made without an
+/// attribute gets the stack size set there, as glibc's do (it was the one
+/// seen first, for good: a program that set 3 MiB under `ulimit -s 1000`
+/// got 1,000 KiB stacks).
+pub(super) fn default_attr_changed() {
+    DEFAULT_STACK.store(0, Ordering::Relaxed);
 }
 
 fn fiber_main(h: usize, f: Start, arg: usize, user_stack: Option<(usize, usize)>) {

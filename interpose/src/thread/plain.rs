@@ -43,9 +43,14 @@ hook! {
         unsafe { pthread_getattr_default_np::real(attr) }
     }
 
-    /// `pthread_setattr_default_np`.
+    /// `pthread_setattr_default_np`: threads made from now on without an
+    /// attribute get its stack size.
     [thread] fn pthread_setattr_default_np(attr: *const pthread_attr_t) -> c_int {
         // SAFETY: forwarded unchanged.
-        unsafe { pthread_setattr_default_np::real(attr) }
+        let r = unsafe { pthread_setattr_default_np::real(attr) };
+        if r == 0 {
+            super::default_attr_changed();
+        }
+        r
     }
 }
