@@ -230,6 +230,9 @@ impl FiberStack {
         // no fiber runs on yet; `from` is the caller's complete block; the
         // DTV, if any, was this slot's and nothing else uses it.
         unsafe { g.init_block(tp, from, dtv)? };
+        // SAFETY: the block just made; its stack block is the whole slot,
+        // as a glibc thread's is its whole mapping (guard, stack, TLS).
+        unsafe { crate::tls::set_stack_block(tp, self.slot.guard_lo, self.slot.top - self.slot.guard_lo) };
         self.base = lo;
         Ok(tp)
     }

@@ -438,6 +438,64 @@ pub unsafe fn dlsym_quietly(handle: *mut c_void, name: &std::ffi::CStr) -> *mut 
     keeping_dlerror(|| unsafe { libc::dlsym(handle, name.as_ptr()) })
 }
 
+/// Where glibc keeps a thread's stack block in its descriptor: the offset
+/// of `stackblock` (`stackblock_size` follows it), plus one; 0 while
+/// unknown (see [`note_stack_block`]).
+static STACK_BLOCK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Notes where glibc keeps a thread's stack block in its descriptor, from
+/// one of glibc's own threads: `descriptor` is its `THREAD_SELF`, and
+/// `[block, block + size)` its stack block as `pthread_getattr_np` gives
+/// it. The two words must be found side by side, once. Blocks made for
+/// fibers from then on say where their stack is: glibc's
+/// `__libc_alloca_cutoff` reads a quarter of that size (at most 64 KiB)
+/// as what its functions may `alloca`, and with the zero of a descriptor
+/// glibc did not make it allowed 64 KiB on any stack (a 64 KiB thread's
+/// is 17 KiB).
+///
+/// # Safety
+/// `descriptor` is the live descriptor of one of glibc's threads.
+pub unsafe fn note_stack_block(descriptor: usize, block: usize, size: usize) {
+    let Ok(p) = sym("_thread_db_sizeof_pthread") else {
+        return;
+    };
+    // SAFETY: glibc defines it as a `const uint32_t`.
+    let tcb = unsafe { *(p as *const u32) } as usize;
+    let mut found = None;
+    // Past the header's first words (tcb, dtv, self, flags), which a
+    // block's set-up writes itself.
+    for off in (32..tcb.saturating_sub(16)).step_by(8) {
+        // SAFETY: inside the descriptor (the contract), 8-aligned (glibc
+        // aligns descriptors to 64).
+        if unsafe { word(descriptor + off) == block && word(descriptor + off + 8) == size } {
+            if found.is_some() {
+                return;
+            }
+            found = Some(off);
+        }
+    }
+    if let Some(off) = found {
+        STACK_BLOCK.store(off + 1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Writes the stack block `[lo, lo + size)` into the block at `tp` where
+/// glibc keeps a thread's, once known (see [`note_stack_block`]).
+///
+/// # Safety
+/// `tp` is a complete block of ours (made by [`Glibc::init_block`]).
+pub(crate) unsafe fn set_stack_block(tp: usize, lo: usize, size: usize) {
+    let off = STACK_BLOCK.load(std::sync::atomic::Ordering::Relaxed);
+    if off != 0 {
+        // SAFETY: the caller's block; the offset was found inside glibc's
+        // descriptor, which the block's is a copy of the layout of.
+        unsafe {
+            ((tp + off - 1) as *mut usize).write(lo);
+            ((tp + off - 1 + 8) as *mut usize).write(size);
+        }
+    }
+}
+
 /// Notes where glibc's `dlerror()` state is (see [`keeping_dlerror`]):
 /// once, early (the preload's constructor), since the lookup is itself a
 /// `dlsym`.

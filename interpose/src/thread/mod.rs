@@ -292,7 +292,9 @@ fn not_single_threaded() {
     // first `setuid` after greenhook had started a worker thread killed
     // the process with signal 33 (`tests/c/creds_in_thread.c`). So glibc
     // makes one thread of its own that ends at once, and does both.
-    extern "C" fn nothing(_: *mut c_void) -> *mut c_void {
+    extern "C" fn first_glibc_thread(_: *mut c_void) -> *mut c_void {
+        // SAFETY: the calling thread is glibc's own.
+        unsafe { note_stack_block() };
         std::ptr::null_mut()
     }
     // It starts with every signal blocked, so that none sent to the
@@ -307,13 +309,43 @@ fn not_single_threaded() {
         // SAFETY: a valid out pointer, default attributes, a start
         // routine that returns at once; joined once, as it was made.
         unsafe {
-            if pthread_create::real(&mut t, std::ptr::null(), nothing, std::ptr::null_mut()) == 0 {
+            if pthread_create::real(&mut t, std::ptr::null(), first_glibc_thread, std::ptr::null_mut()) == 0 {
                 pthread_join::real(t, std::ptr::null_mut());
             }
         }
     });
     // SAFETY: as above; in case glibc did not (no thread could be made).
     unsafe { p.write_volatile(0) };
+}
+
+/// Shows the fiber layer where glibc keeps a thread's stack block in its
+/// descriptor (see [`fiber::tls::note_stack_block`]), from this thread's
+/// own descriptor and what glibc's `pthread_getattr_np` says of it.
+///
+/// # Safety
+/// The calling thread is one glibc made (its thread pointer is its
+/// descriptor).
+unsafe fn note_stack_block() {
+    #[cfg(all(target_arch = "x86_64", target_env = "gnu", not(greenhook_table)))]
+    // SAFETY: glibc's thread, whose descriptor starts at its thread
+    // pointer (`THREAD_SELF` is the word at 16); the attribute object is
+    // initialised by the call and destroyed here.
+    unsafe {
+        let me: usize;
+        std::arch::asm!("mov {}, qword ptr fs:[16]", out(reg) me, options(nostack, readonly, preserves_flags));
+        let mut a: pthread_attr_t = std::mem::zeroed();
+        if pthread_getattr_np::real(me as pthread_t, &mut a) != 0 {
+            return;
+        }
+        let (mut lo, mut size, mut guard) = (std::ptr::null_mut(), 0, 0);
+        let ok = libc::pthread_attr_getstack(&a, &mut lo, &mut size) == 0
+            && libc::pthread_attr_getguardsize(&a, &mut guard) == 0;
+        libc::pthread_attr_destroy(&mut a);
+        // glibc reports the stack as its block past the guard.
+        if ok && !lo.is_null() {
+            fiber::tls::note_stack_block(me, lo as usize - guard, size + guard);
+        }
+    }
 }
 
 /// The record of the calling fiber, if it is one of our pthreads.
@@ -745,6 +777,8 @@ hook! {
         } else {
             fiber::stack::env_stack_size().unwrap_or_else(default_attr_stack)
         });
+        // Before the first fiber's block is made: see `first_glibc_thread`.
+        not_single_threaded();
         let h = handle::new_handle();
         let arg = arg as usize;
         let user_stack = opts.user_stack;
@@ -758,7 +792,6 @@ hook! {
         }
         crate::signal::inherit_mask(&task);
         crate::preempt::arm();
-        not_single_threaded();
         let rec = Rc::new(Record {
             handle: h,
             task,
