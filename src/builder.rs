@@ -182,6 +182,7 @@ impl Builder {
             name,
             stack_size,
             user_stack: None,
+            guard_size: None,
             shared_tls,
         };
         // On failure the hub drops `main`, and with it the fiber's share of

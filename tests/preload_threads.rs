@@ -435,3 +435,13 @@ fn the_default_attribute_sets_later_threads_stacks() {
 fn alloca_is_cut_off_by_the_threads_own_stack() {
     differential("alloca_cutoff", &[]);
 }
+
+/// `pthread_attr_setguardsize`: a thread's guard is as large as it asked
+/// (it was one page whatever the attribute said), and `pthread_getattr_np`
+/// reports it as glibc does (whole pages, 0 on the caller's own stack; it
+/// said a page). A write 8 KiB below a 64 KiB-guarded stack faults in the
+/// guard, as natively, instead of past a one-page one.
+#[test]
+fn a_thread_gets_the_guard_it_asks_for() {
+    differential("guard_size", &[]);
+}

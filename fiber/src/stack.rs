@@ -328,6 +328,9 @@ type Free = (Slot, usize);
 
 struct SizeClass {
     size: usize,
+    /// Guard bytes below each slot's stack (a page unless a thread asked
+    /// for more: `pthread_attr_setguardsize`).
+    guard: usize,
     /// Free slots whose pages are as their last fiber left them, oldest
     /// first (the last freed is reused first), each with the trim period it
     /// was freed in.
@@ -430,12 +433,32 @@ impl StackPool {
         self.classes.try_borrow_mut().is_ok_and(|mut c| c.trim(true))
     }
 
+    /// [`StackPool::take`] with `guard` bytes of guard below the stack
+    /// (rounded up to whole pages, at least one; at most 1 GiB), as
+    /// `pthread_attr_setguardsize` asks of a thread's.
+    pub fn take_guarded(&'static self, size: usize, guard: usize) -> io::Result<FiberStack> {
+        let (stack, dtv) = self.take_slot_guarded(size, guard)?;
+        if dtv != 0 {
+            if let Ok(g) = crate::tls::glibc() {
+                // SAFETY: the slot's kept DTV, which no block uses now.
+                unsafe { g.free_dtv(dtv) };
+            }
+        }
+        Ok(stack)
+    }
+
     fn take_slot(&'static self, size: usize) -> io::Result<(FiberStack, usize)> {
+        self.take_slot_guarded(size, page_size())
+    }
+
+    fn take_slot_guarded(&'static self, size: usize, guard: usize) -> io::Result<(FiberStack, usize)> {
         if !self.altstack.replace(true) {
             crate::overflow::install_altstack();
         }
         let size = round_size(size);
-        let (slot, dtv) = self.classes.borrow_mut().take(size)?;
+        let page = page_size();
+        let guard = guard.clamp(page, 1 << 30).div_ceil(page) * page;
+        let (slot, dtv) = self.classes.borrow_mut().take(size, guard)?;
         let stack = FiberStack {
             slot,
             pool: Some(self),
@@ -446,13 +469,15 @@ impl StackPool {
 }
 
 impl Classes {
-    /// The class of `size`, made empty if there is none yet.
-    fn class(&mut self, size: usize) -> &mut SizeClass {
-        let i = match self.list.iter().position(|c| c.size == size) {
+    /// The class of `size` usable bytes over `guard` bytes of guard, made
+    /// empty if there is none yet.
+    fn class(&mut self, size: usize, guard: usize) -> &mut SizeClass {
+        let i = match self.list.iter().position(|c| c.size == size && c.guard == guard) {
             Some(i) => i,
             None => {
                 self.list.push(SizeClass {
                     size,
+                    guard,
                     warm: std::collections::VecDeque::new(),
                     cold: Vec::new(),
                     next: 0,
@@ -464,9 +489,9 @@ impl Classes {
         &mut self.list[i]
     }
 
-    /// A free slot of `size` (a warm one first), or a new one.
-    fn take(&mut self, size: usize) -> io::Result<Free> {
-        let class = self.class(size);
+    /// A free slot of `size` over `guard` (a warm one first), or a new one.
+    fn take(&mut self, size: usize, guard: usize) -> io::Result<Free> {
+        let class = self.class(size, guard);
         let free = if let Some((free, _)) = class.warm.pop_back() {
             self.warm_bytes -= size;
             free
@@ -488,7 +513,7 @@ impl Classes {
         let size = s.size();
         let period = self.period;
         self.warm_bytes += size;
-        self.class(size).warm.push_back(((s, dtv), period));
+        self.class(size, s.guard as usize).warm.push_back(((s, dtv), period));
         self.in_use -= 1;
         if self.in_use == 0 {
             self.trim(false);
@@ -540,9 +565,8 @@ impl Slot {
 
 /// Carves a new slot for `class`, reserving a region when its own is used up.
 fn carve(class: &mut SizeClass) -> io::Result<Free> {
-    let size = class.size;
-    let page = page_size();
-    let slot = size + page;
+    let (size, guard) = (class.size, class.guard);
+    let slot = size + guard;
     if class.left == 0 {
         // A region of many slots, or fewer where the address space is
         // limited (`ulimit -v`, RLIMIT_AS: see `region_slots`; halved
@@ -579,17 +603,17 @@ fn carve(class: &mut SizeClass) -> io::Result<Free> {
     let lo = class.next;
     class.next += slot;
     class.left -= 1;
-    let guarded = install_guard(lo, page);
+    let guarded = install_guard(lo, guard);
     if !guarded {
         // SAFETY: the canary word is the lowest usable word of the slot we
         // just carved; nothing else refers to it.
-        unsafe { ((lo + page) as *mut u64).write_volatile(CANARY) };
+        unsafe { ((lo + guard) as *mut u64).write_volatile(CANARY) };
     }
     Ok((
         Slot {
             top: lo + slot,
             guard_lo: lo,
-            guard: page as u32,
+            guard: guard as u32,
             guarded,
         },
         0,
@@ -614,7 +638,8 @@ fn region_slots(slot: usize) -> usize {
     }
 }
 
-/// Installs a guard page at `lo`; returns whether one is now in place.
+/// Installs a guard of `page` bytes (whole pages) at `lo`; returns whether
+/// one is now in place.
 fn install_guard(lo: usize, page: usize) -> bool {
     #[cfg(target_os = "linux")]
     {
@@ -679,6 +704,23 @@ mod tests {
         let b = pool.take(64 * 1024).unwrap();
         assert_eq!(b.slot.top, top);
         assert!(b.size() >= 64 * 1024);
+    }
+
+    #[test]
+    fn a_larger_guard_is_its_own_class() {
+        let pool = StackPool::leak();
+        let page = page_size();
+        let a = pool.take_guarded(64 * 1024, 5000).unwrap();
+        let (lo, hi) = a.guard_range();
+        assert_eq!(hi - lo, 2 * page, "rounded up to whole pages");
+        assert_eq!(a.bounds().0, hi);
+        let top = a.slot.top;
+        drop(a);
+        let b = pool.take(64 * 1024).unwrap();
+        assert_ne!(b.slot.top, top, "a one-page guard is another class");
+        assert_eq!(b.guard_range().1 - b.guard_range().0, page);
+        let c = pool.take_guarded(64 * 1024, 2 * page).unwrap();
+        assert_eq!(c.slot.top, top, "the same class again: its free slot");
     }
 
     /// Writes a word at the top of each stack's usable memory.

@@ -24,6 +24,9 @@ pub struct Spawn {
     /// (`pthread_attr_setstack`). The caller guarantees the memory stays
     /// valid and unused until the fiber finishes.
     pub user_stack: Option<(usize, usize)>,
+    /// Guard bytes below the stack (whole pages); default one page
+    /// (`pthread_attr_setguardsize` asks for more). Not for `user_stack`.
+    pub guard_size: Option<usize>,
     /// Run on the OS thread's TLS instead of a block of the fiber's own
     /// (see [`fiber::Tls`]); fibers get their own wherever
     /// [`fiber::tls::enabled`] says it works.
@@ -67,7 +70,13 @@ fn spawn_task(opts: Spawn, f: impl FnOnce() + 'static) -> io::Result<Rc<Task>> {
             let stack = unsafe { fiber::FiberStack::foreign(lo, size)? };
             fiber::Fiber::on_stack(&hub.stacks, name, stack, tls, body)?
         }
-        None => fiber::Fiber::new(&hub.stacks, name, opts.stack_size, tls, body)?,
+        None => match opts.guard_size {
+            Some(guard) => {
+                let size = opts.stack_size.unwrap_or_else(fiber::default_stack_size);
+                fiber::Fiber::on_stack(&hub.stacks, name, hub.stacks.take_guarded(size, guard)?, tls, body)?
+            }
+            None => fiber::Fiber::new(&hub.stacks, name, opts.stack_size, tls, body)?,
+        },
     };
     let t = Rc::new(Task::new(Some(fib)));
     if let Some(f) = &t.fiber {

@@ -118,6 +118,9 @@ pub(crate) struct Record {
     cleanup: Chain,
     stack_top: Cell<usize>,
     stack_size: Cell<usize>,
+    /// Its guard as `pthread_getattr_np` reports it: what its attribute
+    /// asked for in whole pages (0 on the caller's own stack), as glibc's.
+    guard: usize,
     sched: sched::Sched,
     /// A CPU set given with `pthread_setaffinity_np` (bytes as given).
     affinity: RefCell<Option<Vec<u8>>>,
@@ -742,6 +745,9 @@ hook! {
         let mut opts = hub::Spawn::default();
         let mut detached = false;
         let mut size = 0;
+        // SAFETY: no arguments.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let mut guard = page;
         if !attr.is_null() {
             let (mut ds, mut top) = (0, std::ptr::null_mut());
             // SAFETY: the caller's initialised attribute object.
@@ -756,6 +762,19 @@ hook! {
                 }
                 if pthread_attr_getdetachstate(attr, &mut ds) == 0 {
                     detached = ds == libc::PTHREAD_CREATE_DETACHED;
+                }
+                // glibc rounds the guard up to whole pages and gives none
+                // to a stack of the caller's. Ours is never less than a
+                // page (a guard of 0 is reported, a page installed).
+                if opts.user_stack.is_some() {
+                    guard = 0;
+                } else if libc::pthread_attr_getguardsize(attr, &mut guard) == 0 {
+                    guard = guard.div_ceil(page).saturating_mul(page);
+                    if guard > page {
+                        opts.guard_size = Some(guard);
+                    }
+                } else {
+                    guard = page;
                 }
             }
         }
@@ -806,6 +825,7 @@ hook! {
             cleanup: Chain::default(),
             stack_top: Cell::new(0),
             stack_size: Cell::new(0),
+            guard,
             sched,
             affinity: RefCell::new(affinity),
             nice: Cell::new(creator.as_ref().and_then(|r| r.nice.get())),
@@ -927,7 +947,7 @@ hook! {
             if size != 0 && top != 0 {
                 libc::pthread_attr_setstack(a, (top - size) as *mut c_void, size);
             }
-            libc::pthread_attr_setguardsize(a, libc::sysconf(libc::_SC_PAGESIZE) as usize);
+            libc::pthread_attr_setguardsize(a, rec.guard);
             let ds = if rec.detached.get() {
                 libc::PTHREAD_CREATE_DETACHED
             } else {
