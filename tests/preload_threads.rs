@@ -445,3 +445,14 @@ fn alloca_is_cut_off_by_the_threads_own_stack() {
 fn a_thread_gets_the_guard_it_asks_for() {
     differential("guard_size", &[]);
 }
+
+/// A library's constructor makes the process's first thread under
+/// `dlopen`, as OpenBLAS's does (numpy's compat row hung so). glibc's own
+/// thread that greenhook's first `pthread_create` has made looked up a
+/// symbol, which waits for the loader's lock its creator held while it
+/// waited for the thread.
+#[test]
+fn a_constructor_makes_the_first_thread_under_dlopen() {
+    let lib = compile_shared("ctor_thread_lib");
+    differential("ctor_thread", &[lib.to_str().expect("a UTF-8 path")]);
+}

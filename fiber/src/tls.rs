@@ -443,24 +443,30 @@ pub unsafe fn dlsym_quietly(handle: *mut c_void, name: &std::ffi::CStr) -> *mut 
 /// unknown (see [`note_stack_block`]).
 static STACK_BLOCK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+/// The size of glibc's `struct pthread` (libthread_db's
+/// `_thread_db_sizeof_pthread`), for [`note_stack_block`]. A `dlsym`: not
+/// from a thread that another holding the loader's lock waits for.
+pub fn descriptor_size() -> Option<usize> {
+    // SAFETY: glibc defines it as a `const uint32_t`.
+    sym("_thread_db_sizeof_pthread")
+        .ok()
+        .map(|p| unsafe { *(p as *const u32) } as usize)
+}
+
 /// Notes where glibc keeps a thread's stack block in its descriptor, from
-/// one of glibc's own threads: `descriptor` is its `THREAD_SELF`, and
-/// `[block, block + size)` its stack block as `pthread_getattr_np` gives
-/// it. The two words must be found side by side, once. Blocks made for
-/// fibers from then on say where their stack is: glibc's
-/// `__libc_alloca_cutoff` reads a quarter of that size (at most 64 KiB)
-/// as what its functions may `alloca`, and with the zero of a descriptor
-/// glibc did not make it allowed 64 KiB on any stack (a 64 KiB thread's
-/// is 17 KiB).
+/// one of glibc's own threads: `descriptor` is its `THREAD_SELF`, of
+/// `tcb` bytes ([`descriptor_size`]), and `[block, block + size)` its stack
+/// block as `pthread_getattr_np` gives it. The two words must be found side
+/// by side, once. Blocks made for fibers from then on say where their
+/// stack is: glibc's `__libc_alloca_cutoff` reads a quarter of that size
+/// (at most 64 KiB) as what its functions may `alloca`, and with the zero
+/// of a descriptor glibc did not make it allowed 64 KiB on any stack (a
+/// 64 KiB thread's is 17 KiB). Reads memory only: no lock is taken.
 ///
 /// # Safety
-/// `descriptor` is the live descriptor of one of glibc's threads.
-pub unsafe fn note_stack_block(descriptor: usize, block: usize, size: usize) {
-    let Ok(p) = sym("_thread_db_sizeof_pthread") else {
-        return;
-    };
-    // SAFETY: glibc defines it as a `const uint32_t`.
-    let tcb = unsafe { *(p as *const u32) } as usize;
+/// `descriptor` is the live descriptor of one of glibc's threads, of
+/// `tcb` bytes.
+pub unsafe fn note_stack_block(descriptor: usize, tcb: usize, block: usize, size: usize) {
     let mut found = None;
     // Past the header's first words (tcb, dtv, self, flags), which a
     // block's set-up writes itself.

@@ -295,11 +295,22 @@ fn not_single_threaded() {
     // first `setuid` after greenhook had started a worker thread killed
     // the process with signal 33 (`tests/c/creds_in_thread.c`). So glibc
     // makes one thread of its own that ends at once, and does both.
-    extern "C" fn first_glibc_thread(_: *mut c_void) -> *mut c_void {
-        // SAFETY: the calling thread is glibc's own.
-        unsafe { note_stack_block() };
+    extern "C" fn first_glibc_thread(probe: *mut c_void) -> *mut c_void {
+        // SAFETY: the calling thread is glibc's own; `probe` is the
+        // creator's, which waits in the join meanwhile.
+        unsafe { note_stack_block(&*(probe as *const StackProbe)) };
         std::ptr::null_mut()
     }
+    // Looked up here: the thread may not `dlsym`, since its creator may
+    // hold the loader's lock (a library's constructor, under `dlopen`,
+    // making the first thread: OpenBLAS's) while it waits for it.
+    let probe = StackProbe {
+        tcb: fiber::tls::descriptor_size().unwrap_or(0),
+        // SAFETY: glibc's function of that name and signature (or null).
+        getattr: unsafe {
+            std::mem::transmute::<*mut c_void, Option<GetAttr>>(crate::real::resolve(b"pthread_getattr_np\0"))
+        },
+    };
     // It starts with every signal blocked, so that none sent to the
     // process meanwhile is taken by it.
     hub::on_thread_tls(|| {
@@ -312,7 +323,8 @@ fn not_single_threaded() {
         // SAFETY: a valid out pointer, default attributes, a start
         // routine that returns at once; joined once, as it was made.
         unsafe {
-            if pthread_create::real(&mut t, std::ptr::null(), first_glibc_thread, std::ptr::null_mut()) == 0 {
+            let arg = (&raw const probe).cast_mut().cast();
+            if pthread_create::real(&mut t, std::ptr::null(), first_glibc_thread, arg) == 0 {
                 pthread_join::real(t, std::ptr::null_mut());
             }
         }
@@ -321,23 +333,38 @@ fn not_single_threaded() {
     unsafe { p.write_volatile(0) };
 }
 
+/// glibc's `pthread_getattr_np`.
+type GetAttr = unsafe extern "C" fn(pthread_t, *mut pthread_attr_t) -> c_int;
+
+/// What [`note_stack_block`] needs, looked up by the thread that makes the
+/// one it runs in.
+struct StackProbe {
+    /// The size of glibc's `struct pthread` (0: unknown).
+    tcb: usize,
+    getattr: Option<GetAttr>,
+}
+
 /// Shows the fiber layer where glibc keeps a thread's stack block in its
 /// descriptor (see [`fiber::tls::note_stack_block`]), from this thread's
-/// own descriptor and what glibc's `pthread_getattr_np` says of it.
+/// own descriptor and what glibc's `pthread_getattr_np` says of it. Takes
+/// no lock of the loader's (see `not_single_threaded`).
 ///
 /// # Safety
 /// The calling thread is one glibc made (its thread pointer is its
 /// descriptor).
-unsafe fn note_stack_block() {
+unsafe fn note_stack_block(probe: &StackProbe) {
     #[cfg(all(target_arch = "x86_64", target_env = "gnu", not(greenhook_table)))]
     // SAFETY: glibc's thread, whose descriptor starts at its thread
     // pointer (`THREAD_SELF` is the word at 16); the attribute object is
     // initialised by the call and destroyed here.
     unsafe {
+        let Some(getattr) = probe.getattr.filter(|_| probe.tcb != 0) else {
+            return;
+        };
         let me: usize;
         std::arch::asm!("mov {}, qword ptr fs:[16]", out(reg) me, options(nostack, readonly, preserves_flags));
         let mut a: pthread_attr_t = std::mem::zeroed();
-        if pthread_getattr_np::real(me as pthread_t, &mut a) != 0 {
+        if getattr(me as pthread_t, &mut a) != 0 {
             return;
         }
         let (mut lo, mut size, mut guard) = (std::ptr::null_mut(), 0, 0);
@@ -346,7 +373,7 @@ unsafe fn note_stack_block() {
         libc::pthread_attr_destroy(&mut a);
         // glibc reports the stack as its block past the guard.
         if ok && !lo.is_null() {
-            fiber::tls::note_stack_block(me, lo as usize - guard, size + guard);
+            fiber::tls::note_stack_block(me, probe.tcb, lo as usize - guard, size + guard);
         }
     }
 }
