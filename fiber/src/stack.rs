@@ -393,14 +393,7 @@ impl StackPool {
     /// Takes a stack of `size` usable bytes (rounded up) from the pool,
     /// reserving a new region when it has none free.
     pub fn take(&'static self, size: usize) -> io::Result<FiberStack> {
-        let (stack, dtv) = self.take_slot(size)?;
-        if dtv != 0 {
-            if let Ok(g) = crate::tls::glibc() {
-                // SAFETY: the slot's kept DTV, which no block uses now.
-                unsafe { g.free_dtv(dtv) };
-            }
-        }
-        Ok(stack)
+        self.take_guarded(size, page_size())
     }
 
     /// [`StackPool::take`] with a TLS block carved from the top of the

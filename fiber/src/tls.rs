@@ -447,10 +447,7 @@ static STACK_BLOCK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUs
 /// `_thread_db_sizeof_pthread`), for [`note_stack_block`]. A `dlsym`: not
 /// from a thread that another holding the loader's lock waits for.
 pub fn descriptor_size() -> Option<usize> {
-    // SAFETY: glibc defines it as a `const uint32_t`.
-    sym("_thread_db_sizeof_pthread")
-        .ok()
-        .map(|p| unsafe { *(p as *const u32) } as usize)
+    size_of_db("_thread_db_sizeof_pthread").ok()
 }
 
 /// Notes where glibc keeps a thread's stack block in its descriptor, from
@@ -535,6 +532,12 @@ fn dlerror_slot() -> Option<*mut *mut c_void> {
     Some((arch::thread_pointer() as isize + dlerror_offset()?) as *mut *mut c_void)
 }
 
+/// A `_thread_db_sizeof_*` size, in bytes.
+fn size_of_db(name: &str) -> Result<usize, String> {
+    // SAFETY: glibc defines these as `const uint32_t`.
+    Ok(unsafe { *(sym(name)? as *const u32) } as usize)
+}
+
 /// A `_thread_db_*` field descriptor: `{bits, count, offset}`.
 fn field(name: &str) -> Result<(usize, usize), String> {
     // SAFETY: glibc defines these as `const uint32_t[3]`.
@@ -612,19 +615,16 @@ unsafe fn discover() -> Result<Glibc, String> {
     let (mut static_size, mut align) = (0usize, 0usize);
     // SAFETY: two out-parameters.
     unsafe { get_static_info(&mut static_size, &mut align) };
-    // SAFETY: glibc defines it as a `const uint32_t`.
-    let tcb_size = unsafe { *(sym("_thread_db_sizeof_pthread")? as *const u32) } as usize;
+    let tcb_size = size_of_db("_thread_db_sizeof_pthread")?;
     let (list, _) = field("_thread_db_pthread_list")?;
     let (tid, tid_bytes) = field("_thread_db_pthread_tid")?;
     let (specific, specific_bytes) = field("_thread_db_pthread_specific")?;
-    // SAFETY: as for the size above.
-    let key_data = unsafe { *(sym("_thread_db_sizeof_pthread_key_data")? as *const u32) } as usize;
+    let key_data = size_of_db("_thread_db_sizeof_pthread_key_data")?;
     // `specific_1stblock` is the array of 32 key slots right before `specific`.
     let first_block = specific
         .checked_sub(32 * key_data)
         .ok_or("struct pthread is not as expected")?;
-    // SAFETY: as for the size above.
-    let key_struct = unsafe { *(sym("_thread_db_sizeof_pthread_key_struct")? as *const u32) } as usize;
+    let key_struct = size_of_db("_thread_db_sizeof_pthread_key_struct")?;
     let pthread_keys = sym("__pthread_keys")? as *const [usize; 2];
     let plausible = align.is_power_of_two()
         && align >= 16

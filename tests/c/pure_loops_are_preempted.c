@@ -375,17 +375,23 @@ static void *jit_run(void *who)
     return NULL;
 }
 
-static int jit(void)
+/* Runs `run` in a thread, then in main, while the ticker ticks. */
+static void beside_ticker(void *(*run)(void *))
 {
-    make_code();
     pthread_t t, w;
     pthread_create(&t, NULL, ticker, NULL);
     usleep(20000);
-    pthread_create(&w, NULL, jit_run, "");
+    pthread_create(&w, NULL, run, "");
     pthread_join(w, NULL);
-    jit_run("main thread, ");
+    run("main thread, ");
     done = 1;
     pthread_join(t, NULL);
+}
+
+static int jit(void)
+{
+    make_code();
+    beside_ticker(jit_run);
     return 0;
 }
 
@@ -460,14 +466,7 @@ static int stale(void)
 {
     make_code();
     signal(SIGUSR1, on_usr1_count);
-    pthread_t t, w;
-    pthread_create(&t, NULL, ticker, NULL);
-    usleep(20000);
-    pthread_create(&w, NULL, stale_run, "");
-    pthread_join(w, NULL);
-    stale_run("main thread, ");
-    done = 1;
-    pthread_join(t, NULL);
+    beside_ticker(stale_run);
     printf("signals handled: %d\n", usr1s);
     return 0;
 }
