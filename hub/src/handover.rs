@@ -70,16 +70,18 @@ pub fn yield_now() {
 }
 
 /// Like [`yield_now`], but never a direct hand-over: through the root,
-/// which polls timers and I/O before it runs the next fiber (unless the
-/// caller runs handed over, which must go back to the fiber that handed
-/// over; the root polls when that one comes back). For a yield
-/// the caller did not ask for (a time slice that ran out), which must let
-/// everything else have its turn.
+/// which polls timers and I/O before it runs the next fiber, and runs what
+/// that wakes first (unless the caller runs handed over, which must go
+/// back to the fiber that handed over; the root polls when that one comes
+/// back). For a yield that must let everything else have its turn: a time
+/// slice that ran out, or `sched_yield`, which natively lets a thread the
+/// kernel just woke for its I/O run first.
 pub fn yield_to_hub() {
     let p = crate::current_ptr();
     if !p.is_null() {
         let hub = Hub::get();
         hub.poll_soon.set(true);
+        hub.woken_first.set(true);
         // Under priorities too: the root polls, then runs the best (this
         // one again when nobody outranks it).
         if hub.handing_over.get() != Handover::Idle || crate::internal::priorities_differ() {

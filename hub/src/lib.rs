@@ -145,6 +145,9 @@ pub(crate) struct Hub {
     /// polls timers and I/O before it runs the next fiber, not 64 fibers
     /// later (64 slices would be most of a second).
     poll_soon: Cell<bool>,
+    /// The poll `poll_soon` asks for puts what it wakes first
+    /// ([`Hub::poll_woken_first`]): the running fiber gave way.
+    woken_first: Cell<bool>,
     /// What `direct_left` is renewed to: [`DIRECT_BUDGET`], or 0 under the
     /// stall monitor and once CPU time is accounted (see [`Hub::hand_over`]).
     direct_budget: Cell<u32>,
@@ -526,6 +529,7 @@ impl Hub {
             blocked_resumer: Cell::new(std::ptr::null()),
             direct_left: Cell::new(direct_budget),
             poll_soon: Cell::new(false),
+            woken_first: Cell::new(false),
             direct_budget: Cell::new(direct_budget),
             cpu: cputime::Clocks::default(),
             root_local: with_local(|l| l as *const Local),

@@ -58,6 +58,34 @@ impl<T: Linked> List<T> {
         self.head.get()
     }
 
+    /// The last entry (null: empty).
+    #[inline(always)]
+    pub(crate) fn tail(&self) -> *const T {
+        self.tail.get()
+    }
+
+    /// Moves the entries after `last` (all of them when `last` is null:
+    /// nothing moves) to the front, in their order.
+    ///
+    /// # Safety
+    /// `last` is null or linked here; every linked entry is alive.
+    pub(crate) unsafe fn move_after_to_front(&self, last: *const T) {
+        // SAFETY: per the contract.
+        unsafe {
+            let Some(l) = last.as_ref() else { return };
+            let first = l.links().next.get();
+            let Some(f) = first.as_ref() else { return };
+            let (head, end) = (self.head.get(), self.tail.get());
+            // `last` is linked and not the tail, so `head` is not null.
+            l.links().next.set(std::ptr::null());
+            self.tail.set(last);
+            (*end).links().next.set(head);
+            (*head).links().prev.set(end);
+            f.links().prev.set(std::ptr::null());
+            self.head.set(first);
+        }
+    }
+
     /// Links `t` after `prev` (null: at the front).
     ///
     /// # Safety

@@ -129,6 +129,21 @@ impl RunQueue {
         Some(unsafe { Rc::from_raw(t) })
     }
 
+    /// The last queued task (null: none), to hand to
+    /// [`RunQueue::move_after_to_front`] later.
+    #[inline]
+    pub(crate) fn last(&self) -> *const Task {
+        self.list.tail()
+    }
+
+    /// Moves the tasks queued after `last` (an earlier [`RunQueue::last`],
+    /// still queued) to the front, in their order.
+    pub(crate) fn move_after_to_front(&self, last: *const Task) {
+        // SAFETY: `last` is null or queued (the caller's contract); queued
+        // tasks are alive (the invariant).
+        unsafe { self.list.move_after_to_front(last) };
+    }
+
     /// Moves the front entry, which must be `t`, to the back.
     pub(crate) fn rotate_front_to_back(&self, t: *const Task) {
         debug_assert!(std::ptr::eq(self.list.head(), t));
@@ -217,7 +232,29 @@ impl Hub {
         *since_poll += 1;
         if *since_poll == 64 || self.poll_soon.replace(false) {
             *since_poll = 0;
-            self.poll(false);
+            if self.woken_first.replace(false) {
+                self.poll_woken_first();
+            } else {
+                self.poll(false);
+            }
+        }
+    }
+
+    /// The poll after a fiber gave way ([`yield_to_hub`](crate::yield_to_hub)):
+    /// what it wakes runs before the fibers already queued, as the kernel
+    /// runs a thread woken by I/O or a timer before the threads that only
+    /// yield (`sched_yield`) or used up their slice. Without this, fibers
+    /// that wait for I/O-driven work by yielding in a loop (a spin-then-park
+    /// pool: BEAM's schedulers, crossbeam's `Backoff::snooze`) took turns
+    /// ahead of the woken fiber that makes that work, a whole round of
+    /// them per hop. Under priorities the queue's order is theirs.
+    #[cold]
+    #[inline(never)]
+    fn poll_woken_first(&self) {
+        let last = self.runq.last();
+        self.poll(false);
+        if !crate::internal::priorities_differ() {
+            self.runq.move_after_to_front(last);
         }
     }
 

@@ -141,10 +141,15 @@ hook! {
         }
     }
 
-    /// `sched_yield(2)`: lets the other fibers run.
+    /// `sched_yield(2)`: lets the other fibers run, after a look at timers
+    /// and I/O whose wake-ups run first (`hub::yield_to_hub`), as the
+    /// kernel runs a thread it woke before one that yields. Never the
+    /// direct hand-over of a plain yield, which polls only every 64: a
+    /// thread that waits for work by yielding in a loop would hold back the
+    /// fiber that waits for the I/O making that work.
     #[gate(cooperative())]
     [time] fn sched_yield() -> c_int {
-        hub::yield_now();
+        hub::yield_to_hub();
         crate::async_cancel_point();
         0
     }
