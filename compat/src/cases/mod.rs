@@ -6,6 +6,7 @@ mod alloc;
 mod bind;
 mod cancel;
 mod cargo;
+mod erlang;
 mod gc;
 mod java;
 mod mariadb;
@@ -147,7 +148,7 @@ pub fn all() -> Vec<Case> {
     cases.push(nginx::CASE);
     cases.push(bind::CASE);
     cases.extend(alloc::CASES);
-    cases.extend([node::CASE, java::CASE, python_http::CASE]);
+    cases.extend([node::CASE, java::CASE, erlang::CASE, python_http::CASE]);
     cases.extend(python_scripts::CASES);
     cases.extend(workers::CASES);
     cases.extend(cancel::CASES);
