@@ -101,8 +101,15 @@ pub(crate) fn path(fd: c_int) -> Path {
 /// as the blocking call would.
 pub(crate) fn pass(fd: c_int, interest: Interest, op: impl FnMut() -> ssize_t + Copy) -> ssize_t {
     let r = { op }();
-    if r < 0 && errno::get() == libc::EAGAIN && adopted(fd) {
-        return once(Fd::of(fd), interest, op);
+    if r < 0 && errno::get() == libc::EAGAIN {
+        if adopted(fd) {
+            return once(Fd::of(fd), interest, op);
+        }
+        if crate::gate::cooperative() {
+            // The program's own non-blocking fd had nothing: a loop of
+            // these waits for someone (see `preempt::found_nothing`).
+            crate::preempt::found_nothing();
+        }
     }
     r
 }

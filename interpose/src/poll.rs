@@ -156,6 +156,16 @@ fn epoll_common(ep: c_int, deadline: Option<Instant>, mut probe: impl FnMut() ->
     multiplex(&[(ep, Interest::Readable)], deadline, probe)
 }
 
+/// The answer `r` of a call with a zero timeout, made in a cooperative
+/// context: one that reports nothing ready counts towards giving way
+/// (`preempt::found_nothing`).
+fn nothing_ready(r: c_int) -> c_int {
+    if r == 0 {
+        crate::preempt::found_nothing();
+    }
+    r
+}
+
 /// Whether a timeout pointer asks for no wait at all (a zero timespec).
 fn zero_timeout(t: *const timespec) -> bool {
     // SAFETY: null or the caller's timespec, as the call requires.
@@ -165,8 +175,12 @@ fn zero_timeout(t: *const timespec) -> bool {
 hook! {
     /// `poll(2)`.
     #[cancel_point]
-    #[gate(cooperative() && timeout != 0)]
+    #[gate(cooperative())]
     [poll] fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
+        if timeout == 0 {
+            // SAFETY: forwarded unchanged.
+            return nothing_ready(unsafe { poll::real(fds, n, 0) });
+        }
         crate::cancel_point();
         let deadline = crate::deadline::millis(timeout);
         // SAFETY: forwarded with a zero timeout.
@@ -187,7 +201,8 @@ hook! {
         if !cooperative() || (deadline.is_ok() && zero_timeout(t)) {
             // A handler the call's mask lets through runs in it, as without us.
             // SAFETY: forwarded unchanged.
-            return crate::hook::program(|| unsafe { ppoll::real(fds, n, t, mask) });
+            let r = crate::hook::program(|| unsafe { ppoll::real(fds, n, t, mask) });
+            return if cooperative() { nothing_ready(r) } else { r };
         }
         let deadline = match deadline {
             Ok(d) => d,
@@ -216,7 +231,8 @@ hook! {
         let is_zero = tv.is_some_and(|tv| tv.tv_sec == 0 && tv.tv_usec == 0);
         if !cooperative() || is_zero || n < 0 || n > libc::FD_SETSIZE as c_int {
             // SAFETY: forwarded unchanged.
-            return unsafe { select::real(n, r, w, e, t) };
+            let res = unsafe { select::real(n, r, w, e, t) };
+            return if is_zero && cooperative() { nothing_ready(res) } else { res };
         }
         let deadline = match tv {
             None => None,
@@ -258,7 +274,7 @@ hook! {
 
     /// `pselect(2)`.
     #[cancel_point]
-    #[gate(cooperative() && !zero_timeout(t) && (0..=libc::FD_SETSIZE as c_int).contains(&n))]
+    #[gate(cooperative() && (0..=libc::FD_SETSIZE as c_int).contains(&n))]
     [poll] fn pselect(
         n: c_int,
         r: *mut fd_set,
@@ -267,6 +283,12 @@ hook! {
         t: *const timespec,
         m: *const sigset_t,
     ) -> c_int {
+        if zero_timeout(t) {
+            // A handler the call's mask lets through runs in it, as without
+            // us (as `ppoll`'s).
+            // SAFETY: forwarded unchanged.
+            return nothing_ready(crate::hook::program(|| unsafe { pselect::real(n, r, w, e, t, m) }));
+        }
         let deadline = match crate::deadline::relative(t) {
             Ok(d) => d,
             Err(err) => return errno::fail(err),
@@ -294,16 +316,25 @@ hook! {
 
     /// `epoll_wait(2)`.
     #[cancel_point]
-    #[gate(cooperative() && timeout != 0)]
+    #[gate(cooperative())]
     [poll] fn epoll_wait(ep: c_int, ev: *mut epoll_event, max: c_int, timeout: c_int) -> c_int {
+        if timeout == 0 {
+            // SAFETY: forwarded unchanged.
+            return nothing_ready(unsafe { epoll_wait::real(ep, ev, max, 0) });
+        }
         // SAFETY: forwarded with a zero timeout.
         epoll_common(ep, crate::deadline::millis(timeout), || unsafe { epoll_wait::real(ep, ev, max, 0) })
     }
 
     /// `epoll_pwait(2)`.
     #[cancel_point]
-    #[gate(cooperative() && timeout != 0)]
+    #[gate(cooperative())]
     [poll] fn epoll_pwait(ep: c_int, ev: *mut epoll_event, max: c_int, timeout: c_int, m: *const sigset_t) -> c_int {
+        if timeout == 0 {
+            // As `pselect`'s, for the mask.
+            // SAFETY: forwarded unchanged.
+            return nothing_ready(crate::hook::program(|| unsafe { epoll_pwait::real(ep, ev, max, 0, m) }));
+        }
         crate::signal::with_wait_mask(m, || {
             // SAFETY: forwarded with a zero timeout.
             epoll_common(ep, crate::deadline::millis(timeout), || unsafe { epoll_pwait::real(ep, ev, max, 0, m) })
@@ -313,7 +344,7 @@ hook! {
     /// `epoll_pwait2(2)` (glibc 2.35+): a timespec timeout, null = forever.
     /// Zero-timeout probes go through `epoll_pwait`, which is equivalent.
     #[cancel_point]
-    #[gate(cooperative() && !zero_timeout(t))]
+    #[gate(cooperative())]
     [poll] fn epoll_pwait2(
         ep: c_int,
         ev: *mut epoll_event,
@@ -321,6 +352,11 @@ hook! {
         t: *const timespec,
         m: *const sigset_t,
     ) -> c_int {
+        if zero_timeout(t) {
+            // As `pselect`'s, for the mask.
+            // SAFETY: forwarded unchanged.
+            return nothing_ready(crate::hook::program(|| unsafe { epoll_pwait2::real(ep, ev, max, t, m) }));
+        }
         let deadline = match crate::deadline::relative(t) {
             Ok(d) => d,
             Err(e) => return errno::fail(e),

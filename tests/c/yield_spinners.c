@@ -1,31 +1,65 @@
 /* Threads that wait for work by yielding in a loop (a short spin, then
  * sched_yield: BEAM's schedulers, crossbeam's `Backoff::snooze`, many
- * spin-then-park pools) beside a round trip through two pipes: main writes
- * a byte, an echo thread blocked in read() sends it back. The kernel runs
- * the thread it woke for the byte before the yielders' next turns; the
- * spinners' yields during the round trips are reported on stderr as
- * `yields_per_trip=<n>` (their number is the test's: natively it depends
- * on the CPUs). stdout is the same in every mode.
+ * spin-then-park pools; or a sleep of zero, `usleep(0)`, whose timer the
+ * kernel fires at once), or by asking for I/O without waiting (`poll`,
+ * `select`, `epoll_wait` with a zero timeout; a read of their own
+ * non-blocking pipe, `EAGAIN`), beside a round trip through two pipes:
+ * main writes a byte, an echo thread blocked in read() sends it back. The
+ * kernel runs the thread it woke for the byte before the yielders' next
+ * turns; the spinners' rounds during the round trips are reported on
+ * stderr as `yields_per_trip=<n>` (their number is the test's: natively it
+ * depends on the CPUs). stdout is the same in every mode.
  *
- * usage: yield_spinners SPINNERS TRIPS */
+ * usage: yield_spinners SPINNERS TRIPS [BACKOFF]
+ * BACKOFF: sched_yield (default), usleep0, nanosleep0, poll0, select0,
+ * epoll0, eagain */
 #include <pthread.h>
 #include <sched.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <time.h>
 #include <unistd.h>
 
-static int there[2], back[2];
+static int there[2], back[2], idle[2], ep;
 static atomic_int stop;
 static atomic_long yields;
+static const char *backoff = "sched_yield";
 
 static void *spinner(void *arg)
 {
     (void)arg;
+    struct timespec zero = {0, 0};
     while (!atomic_load(&stop)) {
         for (int i = 0; i < 100; i++)
             __asm__ volatile("pause");
-        sched_yield();
+        if (strcmp(backoff, "usleep0") == 0)
+            usleep(0);
+        else if (strcmp(backoff, "nanosleep0") == 0)
+            nanosleep(&zero, NULL);
+        else if (strcmp(backoff, "poll0") == 0) {
+            struct pollfd p = {idle[0], POLLIN, 0};
+            poll(&p, 1, 0);
+        } else if (strcmp(backoff, "select0") == 0) {
+            fd_set r;
+            FD_ZERO(&r);
+            FD_SET(idle[0], &r);
+            struct timeval tv = {0, 0};
+            select(idle[0] + 1, &r, NULL, NULL, &tv);
+        } else if (strcmp(backoff, "epoll0") == 0) {
+            struct epoll_event e;
+            epoll_wait(ep, &e, 1, 0);
+        } else if (strcmp(backoff, "eagain") == 0) {
+            char c;
+            if (read(idle[0], &c, 1) != -1)
+                abort();
+        } else
+            sched_yield();
         atomic_fetch_add(&yields, 1);
     }
     return NULL;
@@ -44,12 +78,19 @@ static void *echo(void *arg)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: yield_spinners SPINNERS TRIPS\n");
+        fprintf(stderr, "usage: yield_spinners SPINNERS TRIPS [sched_yield|usleep0|nanosleep0]\n");
         return 2;
     }
+    if (argc > 3)
+        backoff = argv[3];
     int n = atoi(argv[1]), trips = atoi(argv[2]);
-    if (n < 0 || n > 64 || trips < 1 || pipe(there) || pipe(back))
+    if (n < 0 || n > 64 || trips < 1 || pipe(there) || pipe(back) || pipe(idle))
         return 2;
+    /* Nothing is ever written to `idle`. */
+    fcntl(idle[0], F_SETFL, O_NONBLOCK);
+    ep = epoll_create1(0);
+    struct epoll_event ev = {.events = EPOLLIN};
+    epoll_ctl(ep, EPOLL_CTL_ADD, idle[0], &ev);
     pthread_t e, s[64];
     pthread_create(&e, NULL, echo, NULL);
     for (int i = 0; i < n; i++)
@@ -70,6 +111,6 @@ int main(int argc, char **argv)
     close(there[1]);
     pthread_join(e, NULL);
     fprintf(stderr, "yields_per_trip=%ld\n", during / trips);
-    printf("spinners=%d trips=%d ok\n", n, trips);
+    printf("spinners=%d trips=%d backoff=%s ok\n", n, trips, backoff);
     return 0;
 }
