@@ -69,13 +69,28 @@ pub fn yield_now() {
     yield_slow();
 }
 
+/// `sched_yield`'s yield: [`yield_to_hub`] while a poll could wake
+/// someone (a fiber waits for an fd or for a wake-up from another thread,
+/// or a timer is due), so the root looks first and what that wakes runs
+/// before the yielders, as the kernel runs a thread it woke before one
+/// that yields; otherwise [`yield_now`], whose direct hand-over keeps a
+/// yield between two busy fibers at one switch.
+pub fn yield_for_io() {
+    if let Some(hub) = Hub::existing() {
+        if hub.fd_waiting.get() > 0 || hub.remote.pending() > 0 || hub.timer_due() {
+            return yield_to_hub();
+        }
+    }
+    yield_now();
+}
+
 /// Like [`yield_now`], but never a direct hand-over: through the root,
 /// which polls timers and I/O before it runs the next fiber, and runs what
 /// that wakes first (unless the caller runs handed over, which must go
 /// back to the fiber that handed over; the root polls when that one comes
-/// back). For a yield that must let everything else have its turn: a time
-/// slice that ran out, or `sched_yield`, which natively lets a thread the
-/// kernel just woke for its I/O run first.
+/// back). For a yield that must let everything else have its turn, I/O
+/// included: a time slice that ran out, a wait that keeps finding nothing,
+/// and `sched_yield` while fibers wait for I/O ([`yield_for_io`]).
 pub fn yield_to_hub() {
     let p = crate::current_ptr();
     if !p.is_null() {

@@ -82,7 +82,7 @@ pub use cputime::cpu_time;
 pub use deadlock::DEADLOCK_EXIT_CODE;
 pub use fd::{forget_fd, registered_high, wait_fd, wait_fds, wake_fd, Interest};
 pub use fork::{in_loop, reset_after_fork, set_poll_hook};
-pub use handover::{yield_now, yield_to_hub};
+pub use handover::{yield_for_io, yield_now, yield_to_hub};
 pub use park::{park, park_object, parked, parked_where, unpark, unpark_best, unpark_where, Park};
 pub use per_thread::PerThread;
 pub use pool::{offload, offload_interruptible, pool_size, pool_workers, Lane, LINGER};

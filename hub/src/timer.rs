@@ -228,6 +228,16 @@ impl Hub {
         })
     }
 
+    /// Whether the earliest timer is due: a quick look, without the wall
+    /// clock followed or cancelled entries skimmed (either may make it say
+    /// yes where the poll then finds nothing due, or no for a wall-clock
+    /// deadline the clock was just set past, which the next poll fires).
+    #[inline]
+    pub(crate) fn timer_due(&self) -> bool {
+        let t = self.timers.borrow();
+        t.heap.peek().is_some_and(|e| e.at <= Instant::now())
+    }
+
     /// Wakes the tasks whose timers are due.
     pub(crate) fn fire_timers(&self) {
         internal::bookkeeping(|| self.fire_timers_now())

@@ -24,7 +24,7 @@ use crate::hook::hook;
 ///
 /// A sleep whose deadline has passed already (`usleep(0)`, `nanosleep` of
 /// zero, an absolute time in the past) is a yield, as `sched_yield`'s
-/// (`hub::yield_to_hub`): the kernel puts the caller to sleep on a timer
+/// (`hub::yield_for_io`): the kernel puts the caller to sleep on a timer
 /// that fires at once (or within its timer slack, ~50 µs), so the others
 /// run meanwhile. Returning at once instead made a loop of `usleep(0)`
 /// hold the hub until its time slice ran out: 8 ms a round trip of a
@@ -32,7 +32,7 @@ use crate::hook::hook;
 fn sleep_until(at: Option<hub::Deadline>) -> bool {
     crate::cancel_point();
     if at.is_some_and(|at| at.instant() <= Instant::now()) {
-        hub::yield_to_hub();
+        hub::yield_for_io();
         return true;
     }
     loop {
@@ -153,15 +153,16 @@ hook! {
         }
     }
 
-    /// `sched_yield(2)`: lets the other fibers run, after a look at timers
-    /// and I/O whose wake-ups run first (`hub::yield_to_hub`), as the
-    /// kernel runs a thread it woke before one that yields. Never the
-    /// direct hand-over of a plain yield, which polls only every 64: a
-    /// thread that waits for work by yielding in a loop would hold back the
-    /// fiber that waits for the I/O making that work.
+    /// `sched_yield(2)`: lets the other fibers run; while some wait for
+    /// I/O, after a look at it whose wake-ups run first
+    /// (`hub::yield_for_io`), as the kernel runs a thread it woke before
+    /// one that yields. Not then the direct hand-over of a plain yield,
+    /// which polls only every 64: a thread that waits for work by yielding
+    /// in a loop would hold back the fiber that waits for the I/O making
+    /// that work.
     #[gate(cooperative())]
     [time] fn sched_yield() -> c_int {
-        hub::yield_to_hub();
+        hub::yield_for_io();
         crate::async_cancel_point();
         0
     }
