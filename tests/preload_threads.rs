@@ -331,6 +331,7 @@ fn yielding_threads_let_the_woken_run_first() {
         ("select0", 1000),
         ("epoll0", 1000),
         ("eagain", 1000),
+        ("eagain_write", 1000),
     ] {
         for spinners in ["1", "2", "4", "16"] {
             let (_, patched) = differential("yield_spinners", &[spinners, "300", backoff]);

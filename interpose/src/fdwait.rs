@@ -123,7 +123,15 @@ pub(crate) fn pass_all(fd: c_int, n: usize, mut from: impl FnMut(usize, usize) -
     } else {
         (r as usize) < n
     };
-    if !short || !adopted(fd) {
+    if !short {
+        return r;
+    }
+    if !adopted(fd) {
+        if r < 0 && crate::gate::cooperative() {
+            // Nothing written to the program's own non-blocking fd, as
+            // in `pass`.
+            crate::preempt::found_nothing();
+        }
         return r;
     }
     let done = r.max(0) as usize;

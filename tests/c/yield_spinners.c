@@ -3,7 +3,7 @@
  * spin-then-park pools; or a sleep of zero, `usleep(0)`, whose timer the
  * kernel fires at once), or by asking for I/O without waiting (`poll`,
  * `select`, `epoll_wait` with a zero timeout; a read of their own
- * non-blocking pipe, `EAGAIN`), beside a round trip through two pipes:
+ * non-blocking pipe, or a write to a full one, `EAGAIN`), beside a round trip through two pipes:
  * main writes a byte, an echo thread blocked in read() sends it back. The
  * kernel runs the thread it woke for the byte before the yielders' next
  * turns; the spinners' rounds during the round trips are reported on
@@ -12,7 +12,7 @@
  *
  * usage: yield_spinners SPINNERS TRIPS [BACKOFF]
  * BACKOFF: sched_yield (default), usleep0, nanosleep0, poll0, select0,
- * epoll0, eagain */
+ * epoll0, eagain, eagain_write */
 #include <pthread.h>
 #include <sched.h>
 #include <fcntl.h>
@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int there[2], back[2], idle[2], ep;
+static int there[2], back[2], idle[2], full[2], ep;
 static atomic_int stop;
 static atomic_long yields;
 static const char *backoff = "sched_yield";
@@ -58,6 +58,9 @@ static void *spinner(void *arg)
             char c;
             if (read(idle[0], &c, 1) != -1)
                 abort();
+        } else if (strcmp(backoff, "eagain_write") == 0) {
+            if (write(full[1], "x", 1) != -1)
+                abort();
         } else
             sched_yield();
         atomic_fetch_add(&yields, 1);
@@ -84,10 +87,13 @@ int main(int argc, char **argv)
     if (argc > 3)
         backoff = argv[3];
     int n = atoi(argv[1]), trips = atoi(argv[2]);
-    if (n < 0 || n > 64 || trips < 1 || pipe(there) || pipe(back) || pipe(idle))
+    if (n < 0 || n > 64 || trips < 1 || pipe(there) || pipe(back) || pipe(idle) || pipe(full))
         return 2;
-    /* Nothing is ever written to `idle`. */
+    /* Nothing is ever written to `idle`; `full` is filled and never read. */
     fcntl(idle[0], F_SETFL, O_NONBLOCK);
+    fcntl(full[1], F_SETFL, O_NONBLOCK);
+    while (write(full[1], "x", 1) == 1)
+        ;
     ep = epoll_create1(0);
     struct epoll_event ev = {.events = EPOLLIN};
     epoll_ctl(ep, EPOLL_CTL_ADD, idle[0], &ev);
