@@ -232,9 +232,11 @@ impl Hub {
     /// clock followed or cancelled entries skimmed (either may make it say
     /// yes where the poll then finds nothing due, or no for a wall-clock
     /// deadline the clock was just set past, which the next poll fires).
+    /// False while the timers are being changed (never seen from a
+    /// program's call: the hub changes them as its own machinery).
     #[inline]
     pub(crate) fn timer_due(&self) -> bool {
-        let t = self.timers.borrow();
+        let Ok(t) = self.timers.try_borrow() else { return false };
         t.heap.peek().is_some_and(|e| e.at <= Instant::now())
     }
 
