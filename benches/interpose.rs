@@ -27,7 +27,10 @@
 //!    also on a `CLOCK_MONOTONIC` condvar), and their system calls; a
 //!    spin wait (`tests/c/spin_waits.c`: a turn handed back and forth by
 //!    threads that wait reading it in a loop), CPU time per wait against
-//!    the same program on one CPU without greenhook;
+//!    the same program on one CPU without greenhook; a pipe round trip
+//!    beside 4 threads that wait by spinning and yielding
+//!    (`tests/c/yield_spinners.c`: `sched_yield`, then `poll` with a zero
+//!    timeout), whose waits must not hold back the woken;
 //! 6. process-shared objects (`tests/c/pshared_pingpong.c`): a parent and
 //!    its forked child take turns through a process-shared mutex and
 //!    condvar, and through two semaphores, each process with a second
@@ -230,6 +233,17 @@ fn sync_syscalls(mode: &str) -> Option<f64> {
     syscalls_per_round("bench_sync", mode, true, (100_000, 200_000))
 }
 
+/// A pipe round trip beside 4 threads that wait in a loop of `backoff`
+/// (`tests/c/yield_spinners.c`): medians of interleaved unpatched and
+/// patched runs, in µs.
+fn beside_spinners(backoff: &str) -> (f64, f64) {
+    let bin = util::compile("yield_spinners");
+    let trips = if quick() { "300" } else { "2000" };
+    let args = ["4", trips, backoff];
+    let (u, p) = interleaved(&bin, &args, &args, "trip_ns");
+    (u / 1000.0, p / 1000.0)
+}
+
 /// One `pshared_pingpong` mode: medians of interleaved unpatched and
 /// patched runs, in µs per round trip between the two processes.
 fn pshared_mode(mode: &str) -> (f64, f64) {
@@ -340,6 +354,13 @@ fn main() {
         "spin wait ended by preemption (CPU per wait, 1 CPU)",
         p / u
     );
+    for (backoff, label) in [
+        ("sched_yield", "pipe round trip beside 4 threads sched_yield-ing"),
+        ("poll0", "… beside 4 threads polling with a zero timeout"),
+    ] {
+        let (u, p) = beside_spinners(backoff);
+        println!("{label:<52} {u:>9.1} µs {p:>9.1} µs {:>7.2}×", p / u);
+    }
     for (mode, label) in [
         ("mutex", "uncontended mutex lock+unlock, in a thread"),
         ("rwlock", "uncontended rwlock rdlock+unlock, in a thread"),

@@ -8,7 +8,8 @@
  * kernel runs the thread it woke for the byte before the yielders' next
  * turns; the spinners' rounds during the round trips are reported on
  * stderr as `yields_per_trip=<n>` (their number is the test's: natively it
- * depends on the CPUs). stdout is the same in every mode.
+ * depends on the CPUs), and a round trip's time as `trip_ns=<n>` (the
+ * interpose bench's). stdout is the same in every mode.
  *
  * usage: yield_spinners SPINNERS TRIPS [BACKOFF]
  * BACKOFF: sched_yield (default), usleep0, nanosleep0, poll0, select0,
@@ -102,6 +103,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < n; i++)
         pthread_create(&s[i], NULL, spinner, NULL);
     long during = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int r = 0; r < trips; r++) {
         char c = (char)r, got;
         long before = atomic_load(&yields);
@@ -111,12 +114,14 @@ int main(int argc, char **argv)
         }
         during += atomic_load(&yields) - before;
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long ns = (t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec);
     atomic_store(&stop, 1);
     for (int i = 0; i < n; i++)
         pthread_join(s[i], NULL);
     close(there[1]);
     pthread_join(e, NULL);
-    fprintf(stderr, "yields_per_trip=%ld\n", during / trips);
+    fprintf(stderr, "yields_per_trip=%ld\ntrip_ns=%ld\n", during / trips, ns / trips);
     printf("spinners=%d trips=%d backoff=%s ok\n", n, trips, backoff);
     return 0;
 }
