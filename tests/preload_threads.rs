@@ -317,7 +317,8 @@ fn fifo_threads_run_highest_priority_first() {
 /// `nanosleep` of `{0, 0}`) is such a yield: it returned at once, and
 /// loops of it held the hub until their slice ended (~8 ms a round trip,
 /// ~3,000 of their rounds). Threads that ask for I/O in a loop without
-/// waiting (a zero timeout, `EAGAIN` on their own non-blocking fd) give
+/// waiting (a zero timeout, `EAGAIN` on their own non-blocking fd or with
+/// `MSG_DONTWAIT`) give
 /// way once they have found nothing for 20 µs: ~9 ms a round trip before,
 /// ~50 µs now (a dozen rounds a hop here; the bound leaves room for a CPU
 /// whose `pause` is shorter).
@@ -332,6 +333,7 @@ fn yielding_threads_let_the_woken_run_first() {
         ("epoll0", 1000),
         ("eagain", 1000),
         ("eagain_write", 1000),
+        ("recv_dontwait", 1000),
     ] {
         for spinners in ["1", "2", "4", "16"] {
             let (_, patched) = differential("yield_spinners", &[spinners, "300", backoff]);

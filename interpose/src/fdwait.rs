@@ -114,6 +114,16 @@ pub(crate) fn pass(fd: c_int, interest: Interest, op: impl FnMut() -> ssize_t + 
     r
 }
 
+/// A call the program asked not to wait (`MSG_DONTWAIT`), made as it is;
+/// an `EAGAIN` counts as finding nothing, as in [`pass`].
+pub(crate) fn asked_not_to_wait(op: impl FnOnce() -> ssize_t) -> ssize_t {
+    let r = op();
+    if r < 0 && errno::get() == libc::EAGAIN && crate::gate::cooperative() {
+        crate::preempt::found_nothing();
+    }
+    r
+}
+
 /// [`pass`] for a write of `n` bytes (`from(done, len)` writes `len` bytes
 /// from offset `done`).
 pub(crate) fn pass_all(fd: c_int, n: usize, mut from: impl FnMut(usize, usize) -> ssize_t) -> ssize_t {

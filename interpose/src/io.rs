@@ -24,7 +24,8 @@ use libc::{c_int, c_uint, c_void, iovec, mmsghdr, msghdr, off_t, size_t, sockadd
 use crate::errno;
 use crate::fdtable::{self, Fd};
 use crate::fdwait::{
-    all, deadline, once, pass, pass_all, path, polled, polled_all, ready_now, wait, wait_until_ready, would_block, Path,
+    all, asked_not_to_wait, deadline, once, pass, pass_all, path, polled, polled_all, ready_now, wait,
+    wait_until_ready, would_block, Path,
 };
 use crate::gate::patched;
 use crate::hook::hook;
@@ -180,12 +181,16 @@ hook! {
         unsafe { write_with_flags(pwritev64v2::real, fd, iov, cnt, off, flags) }
     }
 
-    /// `recv(2)`; `MSG_WAITALL` keeps its meaning, `MSG_DONTWAIT` passes through.
+    /// `recv(2)`; `MSG_WAITALL` keeps its meaning, `MSG_DONTWAIT` passes
+    /// through (its `EAGAIN` counts as finding nothing: see
+    /// `preempt::found_nothing`).
     #[cancel_point]
-    #[gate(flags & libc::MSG_DONTWAIT == 0)]
     [io] fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
         // SAFETY: forwarded unchanged, possibly several times.
         let op = move |more: c_int| move || unsafe { recv::real(fd, buf, n, flags | more) };
+        if flags & libc::MSG_DONTWAIT != 0 {
+            return asked_not_to_wait(op(0));
+        }
         match path(fd) {
             Path::Pass => pass(fd, Interest::Readable, op(0)),
             Path::File(_) => op(0)(),
@@ -196,9 +201,8 @@ hook! {
         }
     }
 
-    /// `recvfrom(2)`.
+    /// `recvfrom(2)`, as `recv`.
     #[cancel_point]
-    #[gate(flags & libc::MSG_DONTWAIT == 0)]
     [io] fn recvfrom(
         fd: c_int,
         buf: *mut c_void,
@@ -209,6 +213,9 @@ hook! {
     ) -> ssize_t {
         // SAFETY: forwarded unchanged, possibly several times.
         let op = move |more: c_int| move || unsafe { recvfrom::real(fd, buf, n, flags | more, addr, len) };
+        if flags & libc::MSG_DONTWAIT != 0 {
+            return asked_not_to_wait(op(0));
+        }
         match path(fd) {
             Path::Pass => pass(fd, Interest::Readable, op(0)),
             Path::File(_) => op(0)(),
@@ -219,12 +226,14 @@ hook! {
         }
     }
 
-    /// `recvmsg(2)`.
+    /// `recvmsg(2)`, as `recv`.
     #[cancel_point]
-    #[gate(flags & libc::MSG_DONTWAIT == 0)]
     [io] fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
         // SAFETY: forwarded unchanged, possibly several times.
         let op = move |more: c_int| move || unsafe { recvmsg::real(fd, msg, flags | more) };
+        if flags & libc::MSG_DONTWAIT != 0 {
+            return asked_not_to_wait(op(0));
+        }
         match path(fd) {
             Path::Pass => pass(fd, Interest::Readable, op(0)),
             Path::File(_) => op(0)(),

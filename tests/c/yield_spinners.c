@@ -3,7 +3,8 @@
  * spin-then-park pools; or a sleep of zero, `usleep(0)`, whose timer the
  * kernel fires at once), or by asking for I/O without waiting (`poll`,
  * `select`, `epoll_wait` with a zero timeout; a read of their own
- * non-blocking pipe, or a write to a full one, `EAGAIN`), beside a round trip through two pipes:
+ * non-blocking pipe, or a write to a full one, `EAGAIN`; a `recv` with
+ * `MSG_DONTWAIT` of an idle socket), beside a round trip through two pipes:
  * main writes a byte, an echo thread blocked in read() sends it back. The
  * kernel runs the thread it woke for the byte before the yielders' next
  * turns; the spinners' rounds during the round trips are reported on
@@ -13,7 +14,7 @@
  *
  * usage: yield_spinners SPINNERS TRIPS [BACKOFF]
  * BACKOFF: sched_yield (default), usleep0, nanosleep0, poll0, select0,
- * epoll0, eagain, eagain_write */
+ * epoll0, eagain, eagain_write, recv_dontwait */
 #include <pthread.h>
 #include <sched.h>
 #include <fcntl.h>
@@ -24,10 +25,11 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
-static int there[2], back[2], idle[2], full[2], ep;
+static int there[2], back[2], idle[2], full[2], quiet[2], ep;
 static atomic_int stop;
 static atomic_long yields;
 static const char *backoff = "sched_yield";
@@ -62,6 +64,10 @@ static void *spinner(void *arg)
         } else if (strcmp(backoff, "eagain_write") == 0) {
             if (write(full[1], "x", 1) != -1)
                 abort();
+        } else if (strcmp(backoff, "recv_dontwait") == 0) {
+            char c;
+            if (recv(quiet[0], &c, 1, MSG_DONTWAIT) != -1)
+                abort();
         } else
             sched_yield();
         atomic_fetch_add(&yields, 1);
@@ -88,7 +94,8 @@ int main(int argc, char **argv)
     if (argc > 3)
         backoff = argv[3];
     int n = atoi(argv[1]), trips = atoi(argv[2]);
-    if (n < 0 || n > 64 || trips < 1 || pipe(there) || pipe(back) || pipe(idle) || pipe(full))
+    if (n < 0 || n > 64 || trips < 1 || pipe(there) || pipe(back) || pipe(idle) || pipe(full) ||
+        socketpair(AF_UNIX, SOCK_STREAM, 0, quiet))
         return 2;
     /* Nothing is ever written to `idle`; `full` is filled and never read. */
     fcntl(idle[0], F_SETFL, O_NONBLOCK);

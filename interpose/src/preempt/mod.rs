@@ -200,7 +200,8 @@ pub(crate) fn count_return() -> bool {
 
 /// A call that could have waited was asked not to, and found nothing: a
 /// `poll`, `select` or `epoll_wait` with a zero timeout that reports
-/// nothing ready, an `EAGAIN` from an fd the program made non-blocking.
+/// nothing ready, an `EAGAIN` from an fd the program made non-blocking or
+/// from a receive with `MSG_DONTWAIT`.
 /// A context that keeps at it is waiting, in a loop, for something another
 /// thread or the I/O of one brings, and natively that other thread runs
 /// meanwhile (on another CPU, or woken and run at once on this one). Under
