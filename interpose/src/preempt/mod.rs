@@ -52,10 +52,11 @@ static SINCE_NS: AtomicU64 = AtomicU64::new(0);
 /// How long the running context may keep finding nothing ([`found_nothing`])
 /// before it gives way.
 const IDLE_NS: u64 = 20_000;
-/// When the running context first found nothing since the hub's switch
-/// count was [`IDLE_SWITCHES`] (0: it has not).
+/// When the running context's current run of finding nothing began (0:
+/// none), the hub's switch count then, and when it last found nothing.
 static IDLE_SINCE_NS: AtomicU64 = AtomicU64::new(0);
 static IDLE_SWITCHES: AtomicU64 = AtomicU64::new(0);
+static IDLE_LAST_NS: AtomicU64 = AtomicU64::new(0);
 /// Set by [`found_nothing`]: the next [`look`] gives way whatever the slice.
 static GIVE_WAY: AtomicBool = AtomicBool::new(false);
 thread_local! {
@@ -207,13 +208,16 @@ pub(crate) fn count_return() -> bool {
 /// meanwhile (on another CPU, or woken and run at once on this one). Under
 /// N:1 it ran only at the waiter's slice's end, 10 ms later: a busy loop of
 /// `poll` with a zero timeout beside a pipe round trip made each trip take
-/// 9 ms (6 µs unpatched). So once the running context has found nothing
-/// for [`IDLE_NS`] without a switch, the return of the hook that found
-/// nothing again gives way through the hub, as a slice's end does (at the
-/// same safe points), whose look at I/O runs what it wakes first
-/// (`hub::yield_to_hub`). At most one such yield per [`IDLE_NS`] of a loop
-/// that finds nothing: an event loop that reads until `EAGAIN` pays a trip
-/// through the hub (a fraction of a µs) per 20 µs of its work, no more.
+/// 9 ms (6 µs unpatched). So once the running context has kept finding
+/// nothing for [`IDLE_NS`] without a switch, each time within [`IDLE_NS`]
+/// of the last (a loop that does little else), the return of the hook
+/// that found nothing again gives way through the hub, as a slice's end
+/// does (at the same safe points), whose look at I/O runs what it wakes
+/// first (`hub::yield_to_hub`). A loop that works between its looks (an
+/// event loop that reads until `EAGAIN`, a frame loop that polls its input
+/// with a zero timeout) keeps its slice: giving way there would have
+/// handed a CPU-bound neighbour a whole slice each time, where the kernel
+/// shares the CPU evenly.
 pub(crate) fn found_nothing() {
     if SLICE_NS.load(Relaxed) == 0 {
         return;
@@ -221,7 +225,8 @@ pub(crate) fn found_nothing() {
     let switches = hub::switch_count();
     let since = IDLE_SINCE_NS.load(Relaxed);
     let now = fine_now_ns();
-    if since == 0 || switches != IDLE_SWITCHES.load(Relaxed) {
+    let last = IDLE_LAST_NS.swap(now, Relaxed);
+    if since == 0 || switches != IDLE_SWITCHES.load(Relaxed) || now.saturating_sub(last) >= IDLE_NS {
         IDLE_SWITCHES.store(switches, Relaxed);
         IDLE_SINCE_NS.store(now, Relaxed);
         return;
