@@ -105,11 +105,9 @@ pub(crate) fn pass(fd: c_int, interest: Interest, op: impl FnMut() -> ssize_t + 
         if adopted(fd) {
             return once(Fd::of(fd), interest, op);
         }
-        if crate::gate::cooperative() {
-            // The program's own non-blocking fd had nothing: a loop of
-            // these waits for someone (see `preempt::found_nothing`).
-            crate::preempt::found_nothing();
-        }
+        // The program's own non-blocking fd had nothing: a loop of these
+        // waits for someone (see `preempt::found_nothing`).
+        crate::preempt::found_nothing();
     }
     r
 }
@@ -118,7 +116,7 @@ pub(crate) fn pass(fd: c_int, interest: Interest, op: impl FnMut() -> ssize_t + 
 /// an `EAGAIN` counts as finding nothing, as in [`pass`].
 pub(crate) fn asked_not_to_wait(op: impl FnOnce() -> ssize_t) -> ssize_t {
     let r = op();
-    if r < 0 && errno::get() == libc::EAGAIN && crate::gate::cooperative() {
+    if r < 0 && errno::get() == libc::EAGAIN {
         crate::preempt::found_nothing();
     }
     r
@@ -137,7 +135,7 @@ pub(crate) fn pass_all(fd: c_int, n: usize, mut from: impl FnMut(usize, usize) -
         return r;
     }
     if !adopted(fd) {
-        if r < 0 && crate::gate::cooperative() {
+        if r < 0 {
             // Nothing written to the program's own non-blocking fd, as
             // in `pass`.
             crate::preempt::found_nothing();

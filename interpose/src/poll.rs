@@ -156,9 +156,9 @@ fn epoll_common(ep: c_int, deadline: Option<Instant>, mut probe: impl FnMut() ->
     multiplex(&[(ep, Interest::Readable)], deadline, probe)
 }
 
-/// The answer `r` of a call with a zero timeout, made in a cooperative
-/// context: one that reports nothing ready counts towards giving way
-/// (`preempt::found_nothing`).
+/// The answer `r` of a call with a zero timeout: one that reports nothing
+/// ready counts towards giving way (`preempt::found_nothing`, which counts
+/// only in a cooperative context).
 fn nothing_ready(r: c_int) -> c_int {
     if r == 0 {
         crate::preempt::found_nothing();
@@ -202,7 +202,7 @@ hook! {
             // A handler the call's mask lets through runs in it, as without us.
             // SAFETY: forwarded unchanged.
             let r = crate::hook::program(|| unsafe { ppoll::real(fds, n, t, mask) });
-            return if cooperative() { nothing_ready(r) } else { r };
+            return nothing_ready(r);
         }
         let deadline = match deadline {
             Ok(d) => d,
@@ -232,7 +232,7 @@ hook! {
         if !cooperative() || is_zero || n < 0 || n > libc::FD_SETSIZE as c_int {
             // SAFETY: forwarded unchanged.
             let res = unsafe { select::real(n, r, w, e, t) };
-            return if is_zero && cooperative() { nothing_ready(res) } else { res };
+            return if is_zero { nothing_ready(res) } else { res };
         }
         let deadline = match tv {
             None => None,

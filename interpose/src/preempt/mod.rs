@@ -218,13 +218,17 @@ pub(crate) fn count_return() -> bool {
 /// with a zero timeout) keeps its slice: giving way there would have
 /// handed a CPU-bound neighbour a whole slice each time, where the kernel
 /// shares the CPU evenly.
+///
+/// Counts only in a cooperative context (a fiber, or a root with fibers
+/// to run): the state here is the fibers' thread's, and only there can it
+/// give way.
 pub(crate) fn found_nothing() {
-    if SLICE_NS.load(Relaxed) == 0 {
+    if SLICE_NS.load(Relaxed) == 0 || !crate::gate::cooperative() {
         return;
     }
     let switches = hub::switch_count();
     let since = IDLE_SINCE_NS.load(Relaxed);
-    let now = fine_now_ns();
+    let now = now_ns(libc::CLOCK_MONOTONIC);
     let last = IDLE_LAST_NS.swap(now, Relaxed);
     if since == 0 || switches != IDLE_SWITCHES.load(Relaxed) || now.saturating_sub(last) >= IDLE_NS {
         IDLE_SWITCHES.store(switches, Relaxed);
@@ -249,7 +253,7 @@ pub(crate) fn look() {
     if slice == 0 || !may_switch_here() {
         return;
     }
-    let now = coarse_now_ns();
+    let now = now_ns(libc::CLOCK_MONOTONIC_COARSE);
     let switches = hub::switch_count();
     if switches != SWITCHES.load(Relaxed) {
         SWITCHES.store(switches, Relaxed);
@@ -302,18 +306,11 @@ pub(crate) fn priority_point() {
     }
 }
 
-/// `CLOCK_MONOTONIC` in nanoseconds (the vDSO's, ~20 ns).
-fn fine_now_ns() -> u64 {
+/// `clock` in nanoseconds, by glibc's own `clock_gettime` (the vDSO's: a
+/// few ns for `CLOCK_MONOTONIC_COARSE`, ~20 for `CLOCK_MONOTONIC`).
+fn now_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid out-pointer; glibc's own clock_gettime.
-    unsafe { crate::thread::cputime::clock_gettime::real(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// `CLOCK_MONOTONIC_COARSE` in nanoseconds (the vDSO's, a few ns).
-fn coarse_now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid out-pointer; glibc's own clock_gettime.
-    unsafe { crate::thread::cputime::clock_gettime::real(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    unsafe { crate::thread::cputime::clock_gettime::real(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
