@@ -334,6 +334,8 @@ fn yielding_threads_let_the_woken_run_first() {
         ("eagain", 1000),
         ("eagain_write", 1000),
         ("recv_dontwait", 1000),
+        ("recvmmsg_dontwait", 1000),
+        ("send_dontwait", 1000),
     ] {
         for spinners in ["1", "2", "4", "16"] {
             let (_, patched) = differential("yield_spinners", &[spinners, "300", backoff]);

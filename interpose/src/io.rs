@@ -245,12 +245,21 @@ hook! {
     /// socket, keeps filling the vector unless `MSG_WAITFORONE` was given or
     /// the timeout (checked after each message, as the kernel does) has
     /// passed.
+    /// With `MSG_DONTWAIT`, or on the program's own non-blocking socket,
+    /// it is made as it is (its `EAGAIN` counts as finding nothing, as in
+    /// `recv`).
     #[cancel_point]
-    #[gate(flags & libc::MSG_DONTWAIT == 0 && n != 0)]
+    #[gate(n != 0)]
     [io] fn recvmmsg(fd: c_int, v: *mut mmsghdr, n: c_uint, flags: c_int, t: *mut timespec) -> c_int {
-        let (Path::Managed(on) | Path::Polled(on)) = path(fd) else {
-            // SAFETY: forwarded unchanged.
-            return unsafe { recvmmsg::real(fd, v, n, flags, t) };
+        // SAFETY: forwarded unchanged.
+        let op = move || unsafe { recvmmsg::real(fd, v, n, flags, t) } as ssize_t;
+        if flags & libc::MSG_DONTWAIT != 0 {
+            return asked_not_to_wait(op) as c_int;
+        }
+        let on = match path(fd) {
+            Path::Managed(on) | Path::Polled(on) => on,
+            Path::Pass => return pass(fd, Interest::Readable, op) as c_int,
+            Path::File(_) => return op() as c_int,
         };
         let limit = match crate::deadline::relative(t) {
             Ok(l) => l,
@@ -279,9 +288,11 @@ hook! {
         got as c_int
     }
 
-    /// `send(2)`: all n bytes, as a blocking send.
+    /// `send(2)`: all n bytes, as a blocking send; with `MSG_DONTWAIT`
+    /// made as it is (its `EAGAIN` counts as finding nothing, as in
+    /// `recv`).
     #[cancel_point]
-    #[gate(flags & libc::MSG_DONTWAIT == 0 && n != 0)]
+    #[gate(n != 0)]
     [io] fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
         // `more`: the flags our try adds (`MSG_DONTWAIT` on a socket that
         // stays blocking underneath).
@@ -292,6 +303,9 @@ hook! {
                 send::real(fd, buf.cast::<u8>().add(done).cast(), len, flags | more)
             }
         };
+        if flags & libc::MSG_DONTWAIT != 0 {
+            return asked_not_to_wait(|| from(0)(0, n));
+        }
         match path(fd) {
             Path::Pass => pass_all(fd, n, from(0)),
             Path::File(_) => from(0)(0, n),
@@ -302,9 +316,9 @@ hook! {
         }
     }
 
-    /// `sendto(2)`.
+    /// `sendto(2)`, as `send`.
     #[cancel_point]
-    #[gate(flags & libc::MSG_DONTWAIT == 0 && n != 0)]
+    #[gate(n != 0)]
     [io] fn sendto(
         fd: c_int,
         buf: *const c_void,
@@ -321,6 +335,9 @@ hook! {
                 sendto::real(fd, buf.cast::<u8>().add(done).cast(), n - done, flags | more, addr, len)
             }
         };
+        if flags & libc::MSG_DONTWAIT != 0 {
+            return asked_not_to_wait(|| from(0)(0));
+        }
         match path(fd) {
             Path::Polled(fd) | Path::Managed(fd) => all(fd, || n, from(dontwait(fd))),
             Path::Pass => pass_all(fd, n, |done, _| from(0)(done)),
@@ -341,7 +358,7 @@ hook! {
         // SAFETY: forwarded unchanged, or the same message with other fds.
         let op = move |more: c_int| move || unsafe { sendmsg::real(fd, msg, flags | more) };
         if flags & libc::MSG_DONTWAIT != 0 {
-            return op(0)();
+            return asked_not_to_wait(op(0));
         }
         let on = match path(fd) {
             Path::Polled(on) | Path::Managed(on) => on,
@@ -370,15 +387,19 @@ hook! {
         })
     }
 
-    /// `sendmmsg(2)`: waits until at least one message is sent.
+    /// `sendmmsg(2)`: waits until at least one message is sent; with
+    /// `MSG_DONTWAIT` made as it is (as `send`).
     #[cancel_point]
-    #[gate(flags & libc::MSG_DONTWAIT == 0)]
     [io] fn sendmmsg(fd: c_int, v: *mut mmsghdr, n: c_uint, flags: c_int) -> c_int {
         // SAFETY: forwarded unchanged, possibly several times.
         let op = move |more: c_int| move || unsafe { sendmmsg::real(fd, v, n, flags | more) } as ssize_t;
+        if flags & libc::MSG_DONTWAIT != 0 {
+            return asked_not_to_wait(op(0)) as c_int;
+        }
         match path(fd) {
             Path::Polled(fd) | Path::Managed(fd) => once(fd, Interest::Writable, op(dontwait(fd))) as c_int,
-            Path::Pass | Path::File(_) => op(0)() as c_int,
+            Path::Pass => pass(fd, Interest::Writable, op(0)) as c_int,
+            Path::File(_) => op(0)() as c_int,
         }
     }
 

@@ -4,7 +4,8 @@
  * kernel fires at once), or by asking for I/O without waiting (`poll`,
  * `select`, `epoll_wait` with a zero timeout; a read of their own
  * non-blocking pipe, or a write to a full one, `EAGAIN`; a `recv` with
- * `MSG_DONTWAIT` of an idle socket), beside a round trip through two pipes:
+ * `MSG_DONTWAIT` of an idle socket, or a `recvmmsg` of it, or a `send` with
+ * `MSG_DONTWAIT` to a full one), beside a round trip through two pipes:
  * main writes a byte, an echo thread blocked in read() sends it back. The
  * kernel runs the thread it woke for the byte before the yielders' next
  * turns; the spinners' rounds during the round trips are reported on
@@ -14,7 +15,9 @@
  *
  * usage: yield_spinners SPINNERS TRIPS [BACKOFF]
  * BACKOFF: sched_yield (default), usleep0, nanosleep0, poll0, select0,
- * epoll0, eagain, eagain_write, recv_dontwait */
+ * epoll0, eagain, eagain_write, recv_dontwait, recvmmsg_dontwait,
+ * send_dontwait */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
 #include <fcntl.h>
@@ -29,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int there[2], back[2], idle[2], full[2], quiet[2], ep;
+static int there[2], back[2], idle[2], full[2], quiet[2], jam[2], ep;
 static atomic_int stop;
 static atomic_long yields;
 static const char *backoff = "sched_yield";
@@ -68,6 +71,15 @@ static void *spinner(void *arg)
             char c;
             if (recv(quiet[0], &c, 1, MSG_DONTWAIT) != -1)
                 abort();
+        } else if (strcmp(backoff, "recvmmsg_dontwait") == 0) {
+            char c;
+            struct iovec io = {&c, 1};
+            struct mmsghdr m = {.msg_hdr = {.msg_iov = &io, .msg_iovlen = 1}};
+            if (recvmmsg(quiet[0], &m, 1, MSG_DONTWAIT, NULL) != -1)
+                abort();
+        } else if (strcmp(backoff, "send_dontwait") == 0) {
+            if (send(jam[1], "x", 1, MSG_DONTWAIT) != -1)
+                abort();
         } else
             sched_yield();
         atomic_fetch_add(&yields, 1);
@@ -95,12 +107,15 @@ int main(int argc, char **argv)
         backoff = argv[3];
     int n = atoi(argv[1]), trips = atoi(argv[2]);
     if (n < 0 || n > 64 || trips < 1 || pipe(there) || pipe(back) || pipe(idle) || pipe(full) ||
-        socketpair(AF_UNIX, SOCK_STREAM, 0, quiet))
+        socketpair(AF_UNIX, SOCK_STREAM, 0, quiet) || socketpair(AF_UNIX, SOCK_STREAM, 0, jam))
         return 2;
-    /* Nothing is ever written to `idle`; `full` is filled and never read. */
+    /* Nothing is ever written to `idle` or `quiet`; `full` and `jam` are
+     * filled and never read. */
     fcntl(idle[0], F_SETFL, O_NONBLOCK);
     fcntl(full[1], F_SETFL, O_NONBLOCK);
     while (write(full[1], "x", 1) == 1)
+        ;
+    while (send(jam[1], "x", 1, MSG_DONTWAIT) == 1)
         ;
     ep = epoll_create1(0);
     struct epoll_event ev = {.events = EPOLLIN};
