@@ -516,7 +516,7 @@ impl Hub {
             root: Rc::new(Task::new(None)),
             runq: RunQueue::new(),
             tasks: RefCell::new(Vec::new()),
-            timers: RefCell::new(timer::Timers::default()),
+            timers: RefCell::new(timer::Timers::new()),
             reactor,
             fds: RefCell::new(Vec::new()),
             fd_waiting: Cell::new(0),

@@ -357,6 +357,7 @@ impl Hub {
         } else {
             self.until_next_timer(now)
         };
+        let timer_wait = timeout;
         if timeout.is_none()
             && self.fd_waiting.get() == 0
             && self.remote.pending() == 0
@@ -377,6 +378,10 @@ impl Hub {
             }
             _ => timeout,
         };
+        // Whether this turn waits for the next timer's deadline (see
+        // `fire_timers`).
+        let for_timer = timeout.is_some_and(|t| !t.is_zero()) && timeout == timer_wait;
+        let mut waited = false;
         // Skip the syscall when nothing could be reported.
         if timeout != Some(Duration::ZERO) || self.fd_waiting.get() > 0 || self.remote.pending() > 0 {
             bump(&self.counters.polls);
@@ -394,10 +399,11 @@ impl Hub {
                 eprintln!("greenhook: poller wait failed: {e}");
                 std::process::abort();
             }
+            waited = for_timer && events.is_empty();
             self.wake_ready_fds(&events);
         }
         self.remote.drain(self);
-        self.fire_timers();
+        self.fire_timers(waited);
         fork::run_poll_hook();
     }
 }

@@ -18,6 +18,16 @@
 //! that ends is dropped as before, and only the small `Rc` allocation waits
 //! for the entry to go.
 //!
+//! A timer fires within the timer slack of its deadline, as the kernel's
+//! do (`prctl(PR_SET_TIMERSLACK)`: 50 µs by default, none for real-time
+//! threads): due timers fire together once the earliest of them is a slack
+//! past its deadline, or when the loop's wait for that deadline ends (the
+//! kernel grants that wait the same slack). So sleepers of a microsecond
+//! in a loop wake in batches, a slack apart, as they do natively, instead
+//! of at every turn of the loop: four such threads made the loop spin at
+//! full CPU, 2.6 million wake-ups a second against 53,000 natively. The
+//! slack is the hub thread's when the hub is made.
+//!
 //! A deadline given on the wall clock ([`Deadline::wall`]) is an entry like
 //! the others, at the instant the hub's measure of the offset between the
 //! two clocks maps it to, and marked as a wall entry. While the heap holds
@@ -95,6 +105,9 @@ impl Eq for Entry {}
 #[derive(Default)]
 pub(crate) struct Timers {
     heap: BinaryHeap<Entry>,
+    /// How late past its deadline a timer may fire (see the
+    /// [module](self) docs).
+    slack: Duration,
     /// Entries armed and neither fired nor disarmed; the heap's others are
     /// stale. Exact again after every compaction.
     live: usize,
@@ -108,6 +121,22 @@ pub(crate) struct Timers {
 }
 
 impl Timers {
+    /// No timers, firing within the calling thread's timer slack.
+    pub(crate) fn new() -> Timers {
+        Timers {
+            slack: thread_timer_slack(),
+            ..Timers::default()
+        }
+    }
+
+    /// Whether the top entry's slack has run out by `now`: the due entries
+    /// fire.
+    fn slack_spent(&self, now: Instant) -> bool {
+        self.heap
+            .peek()
+            .is_some_and(|e| e.at.checked_add(self.slack).is_some_and(|h| h <= now))
+    }
+
     /// Drops the stale entries at the top, so the top, if any, is live.
     fn skim(&mut self) {
         while self.heap.peek().is_some_and(|e| e.live().is_none()) {
@@ -218,17 +247,23 @@ impl Hub {
     }
 
     /// How long the loop may sleep before the next timer is due (None: no
-    /// timer).
+    /// timer): until its deadline, which the kernel's wait extends by its
+    /// own slack; past that deadline (the loop woke for something else
+    /// meanwhile), until the slack has run out.
     pub(crate) fn until_next_timer(&self, now: Instant) -> Option<Duration> {
         internal::bookkeeping(|| {
             let mut t = self.timers.borrow_mut();
             t.follow_wall_clock();
             t.skim();
-            t.heap.peek().map(|e| e.at.saturating_duration_since(now))
+            let slack = t.slack;
+            t.heap.peek().map(|e| match e.at.checked_duration_since(now) {
+                Some(d) if !d.is_zero() => d,
+                _ => (e.at + slack).saturating_duration_since(now),
+            })
         })
     }
 
-    /// Whether the earliest timer is due: a quick look, without the wall
+    /// Whether the earliest timer's slack has run out: a quick look, without the wall
     /// clock followed or cancelled entries skimmed (either may make it say
     /// yes where the poll then finds nothing due, or no for a wall-clock
     /// deadline the clock was just set past, which the next poll fires).
@@ -237,21 +272,27 @@ impl Hub {
     #[inline]
     pub(crate) fn timer_due(&self) -> bool {
         let Ok(t) = self.timers.try_borrow() else { return false };
-        t.heap.peek().is_some_and(|e| e.at <= Instant::now())
+        t.slack_spent(Instant::now())
     }
 
-    /// Wakes the tasks whose timers are due.
-    pub(crate) fn fire_timers(&self) {
-        internal::bookkeeping(|| self.fire_timers_now())
+    /// Wakes the tasks whose timers are due, once the earliest one's slack
+    /// has run out or `waited` (the loop's wait for a deadline ended without
+    /// events: the kernel gave it the slack).
+    pub(crate) fn fire_timers(&self, waited: bool) {
+        internal::bookkeeping(|| self.fire_timers_now(waited))
     }
 
-    fn fire_timers_now(&self) {
+    fn fire_timers_now(&self, waited: bool) {
         let mut timers = self.timers.borrow_mut();
         if timers.heap.is_empty() {
             return;
         }
         timers.follow_wall_clock();
+        timers.skim();
         let now = Instant::now();
+        if !waited && !timers.slack_spent(now) {
+            return;
+        }
         // A timer due exactly now fires: deadlines are "not before".
         while timers.heap.peek().is_some_and(|e| e.at <= now) {
             let Some(e) = timers.pop() else { break };
@@ -261,6 +302,22 @@ impl Hub {
                 }
             }
         }
+    }
+}
+
+/// The calling thread's timer slack (`PR_GET_TIMERSLACK`), none where it
+/// cannot be read.
+fn thread_timer_slack() -> Duration {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: PR_GET_TIMERSLACK takes no arguments and only reads the
+        // thread's own value.
+        let ns = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK) };
+        Duration::from_nanos(u64::try_from(ns).unwrap_or(0))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Duration::ZERO
     }
 }
 

@@ -1,0 +1,62 @@
+/* Threads that sleep a microsecond in a loop (a poll for a flag with
+ * `usleep(1)` between looks). The kernel fires each such sleep within the
+ * thread's timer slack (`PR_GET_TIMERSLACK`, 50 µs by default), so a
+ * thread wakes at most about once a slack. Reported on stderr: the
+ * wake-ups of all threads (`wakeups=<n>`) and twice the most the slack
+ * allows (`most=<n>`: THREADS × (MS / slack + 1) × 2), which the test holds
+ * the patched run to. stdout says whether any sleep ended early.
+ *
+ * usage: tiny_sleepers THREADS MS */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+static atomic_int stop;
+static atomic_long wakeups, early;
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void *sleeper(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&stop)) {
+        long long t0 = now_ns();
+        usleep(1);
+        if (now_ns() - t0 < 1000)
+            atomic_fetch_add(&early, 1);
+        atomic_fetch_add(&wakeups, 1);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: tiny_sleepers THREADS MS\n");
+        return 2;
+    }
+    int n = atoi(argv[1]), ms = atoi(argv[2]);
+    if (n < 1 || n > 64 || ms < 1)
+        return 2;
+    long slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    pthread_t t[64];
+    for (int i = 0; i < n; i++)
+        pthread_create(&t[i], NULL, sleeper, NULL);
+    usleep(ms * 1000);
+    atomic_store(&stop, 1);
+    for (int i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+    long most = slack > 0 ? 2L * n * (ms * 1000000L / slack + 1) : 0;
+    fprintf(stderr, "wakeups=%ld\nmost=%ld\n", atomic_load(&wakeups), most);
+    printf("%d threads slept; early: %ld\n", n, atomic_load(&early));
+    return 0;
+}
