@@ -96,7 +96,7 @@ pub use stats::{stalls, stats, stats_table, switch_count, Stats};
 pub use task::{
     current, current_id, current_user, in_fiber, owner_id, root, with_current_fiber, State, Task, Waiting, Wake,
 };
-pub use timer::{sleep, sleep_forever, sleep_interruptible, sleep_until};
+pub use timer::{sleep, sleep_forever, sleep_interruptible, sleep_until, timer_slack_changed};
 pub use waitlist::WaitList;
 
 use fd::FdSlot;

@@ -26,7 +26,9 @@
 //! in a loop wake in batches, a slack apart, as they do natively, instead
 //! of at every turn of the loop: four such threads made the loop spin at
 //! full CPU, 2.6 million wake-ups a second against 53,000 natively. The
-//! slack is the hub thread's when the hub is made.
+//! slack is the hub thread's, read when the hub is made and again when the
+//! program sets it ([`timer_slack_changed`]); one slack for all its
+//! fibers, where the kernel keeps one per thread.
 //!
 //! A deadline given on the wall clock ([`Deadline::wall`]) is an entry like
 //! the others, at the instant the hub's measure of the offset between the
@@ -302,6 +304,17 @@ impl Hub {
                 }
             }
         }
+    }
+}
+
+/// Takes the calling thread's timer slack again for its hub's timers,
+/// after the program set it (`prctl(PR_SET_TIMERSLACK)`); nothing on a
+/// thread without a hub.
+pub fn timer_slack_changed() {
+    // Not while the hub changes its timers (a handler that interrupted
+    // it): that change is missed, and the old slack stays.
+    if let Some(mut t) = Hub::existing().and_then(|hub| hub.timers.try_borrow_mut().ok()) {
+        t.slack = thread_timer_slack();
     }
 }
 

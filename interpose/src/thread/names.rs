@@ -86,8 +86,9 @@ hook! {
     /// the fiber, as `pthread_setname_np` does (they named the OS thread
     /// the fibers share: the last fiber to name itself named them all, main
     /// included); every other option, and every other caller, goes to the
-    /// kernel. Variadic in glibc: the four words after the option travel
-    /// as words.
+    /// kernel. `PR_SET_TIMERSLACK` sets the OS thread's, and the hub's
+    /// timers follow it (`hub::timer_slack_changed`). Variadic in glibc:
+    /// the four words after the option travel as words.
     [thread] fn prctl(option: c_int, a2: libc::c_ulong, a3: libc::c_ulong, a4: libc::c_ulong, a5: libc::c_ulong) -> c_int {
         let me = match option {
             libc::PR_SET_NAME | libc::PR_GET_NAME => current_record().filter(|_| crate::gate::emulating()),
@@ -95,7 +96,11 @@ hook! {
         };
         let Some(me) = me else {
             // SAFETY: forwarded unchanged.
-            return unsafe { prctl::real(option, a2, a3, a4, a5) };
+            let r = unsafe { prctl::real(option, a2, a3, a4, a5) };
+            if option == libc::PR_SET_TIMERSLACK && r == 0 {
+                hub::timer_slack_changed();
+            }
+            return r;
         };
         if option == libc::PR_SET_NAME {
             match name_at(a2 as *const u8) {
