@@ -478,6 +478,27 @@ fn native_threads_from_named_libraries() {
     assert_eq!(named.stdout, "program: shared\nlibrary: own\n", "{}", named.describe());
 }
 
+/// Go's runtime waits on futexes by the `syscall` instruction, as libgomp
+/// does: a Go program (any object with Go's build ID note) keeps its
+/// threads native, and so does a library Go made, loaded into a program
+/// whose own threads are fibers. A Go program with cgo hung at once
+/// before: its runtime's first thread was a fiber.
+#[test]
+fn go_programs_and_libraries_keep_their_threads() {
+    let (_, patched) = differential("go_program", &[]);
+    assert_eq!(patched.stdout, "turns: 2000\nthread: own\n", "{}", patched.describe());
+    let bin = compile("native_threads_from");
+    let lib = compile_shared("go_pool_lib");
+    let lib = lib.to_str().expect("a UTF-8 path");
+    let fibers = run(&bin, &[lib], true, &[]);
+    assert_eq!(
+        fibers.stdout,
+        "program: shared\nlibrary: own\n",
+        "{}",
+        fibers.describe()
+    );
+}
+
 /// Loads and unloads one at a time, as glibc's loader lock makes them
 /// among threads: four threads dlopen and dlclose copies of a library
 /// whose constructor and destructor sleep, and a constructor loads another

@@ -410,7 +410,9 @@ fn init() {
         return;
     }
     PRELOADED.store(true, Ordering::SeqCst);
-    let native = std::env::var_os("GREENHOOK_THREADS").is_some_and(|v| v == "native");
+    // A Go program's threads are its runtime's, which wait in the kernel
+    // by the `syscall` instruction: they stay threads (`thread::native`).
+    let native = std::env::var_os("GREENHOOK_THREADS").is_some_and(|v| v == "native") || thread::main_program_is_go();
     THREADS_AS_FIBERS.store(!native, Ordering::SeqCst);
     setup();
     PATCHED.store(true, Ordering::SeqCst);

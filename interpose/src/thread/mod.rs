@@ -81,6 +81,12 @@ pub(crate) fn read_settings() {
     native::read_settings();
 }
 
+/// Whether the program's executable was made by Go's linker, whose
+/// runtime's threads cannot be fibers (see `native`).
+pub(crate) fn main_program_is_go() -> bool {
+    native::main_program_is_go()
+}
+
 /// A C thread start routine.
 type Start = extern "C" fn(*mut c_void) -> *mut c_void;
 
