@@ -375,3 +375,18 @@ fn a_spawned_program_starts_with_its_threads_mask() {
 fn clone_children_leave_the_parent_alone() {
     differential("clone_children", &[]);
 }
+
+/// A signal sent to the process goes to main first when main accepts it,
+/// as the kernel gives it to the thread group's leader: a thread's
+/// `kill(getpid(), …)` ends main's `poll` or `sem_wait` with `EINTR` (the
+/// handler ran in the sender, and main waited on: CPython's Ctrl-C never
+/// reached a main thread waiting on a lock). A semaphore wait fails with
+/// `EINTR` as glibc's does (after a handler without `SA_RESTART`;
+/// `sem_timedwait` after any handler), in main, in a thread and on a
+/// process-shared semaphore (it ran the handler and went on); and a
+/// process signal that only the sender accepts is handled before its
+/// `kill` returns.
+#[test]
+fn process_signals_go_to_main_first_and_end_semaphore_waits() {
+    differential("signal_recipient", &[]);
+}

@@ -172,7 +172,7 @@ pub(crate) extern "C-unwind" fn trampoline(sig: c_int, info: *mut siginfo_t, uc:
     // SAFETY: the kernel passes a valid siginfo (SA_SIGINFO is always set).
     let si = unsafe { &*info };
     let directed = directed_at(sig, si);
-    if ours || !run_now(sig, &v, info, uc) {
+    if ours || (directed.is_none() && root_may_take(sig)) || !run_now(sig, &v, info, uc) {
         let target = directed.unwrap_or(PROCESS);
         if table::add(sig, si, target, directed.is_some(), via, true) == Added::Full {
             table::LOST.fetch_add(1, Relaxed);
@@ -272,8 +272,43 @@ fn temporary_mask(sig: c_int, v: &Via, real: u64) -> bool {
 
 // ---------- recipients ----------
 
+/// Whether the kernel gives a process-directed `sig` to the thread group's
+/// leader, main, first: it does for what is sent to the process (`kill`,
+/// `sigqueue`, `alarm` and POSIX timers, the terminal's signals, an fd
+/// owner's `SIGIO`), whenever main accepts it and has none pending, so a
+/// `kill(getpid(), …)` from a thread interrupts main's `poll` or
+/// `sem_wait` (CPython's Ctrl-C). Not for what it raises for the thread
+/// whose CPU time ran out (`SIGPROF`, `SIGVTALRM`, `SIGXCPU`: the running
+/// thread) nor `SIGCHLD` (the thread that forked the child).
+fn leader_first(sig: c_int) -> bool {
+    !matches!(sig, libc::SIGPROF | libc::SIGVTALRM | libc::SIGXCPU | libc::SIGCHLD)
+}
+
+/// The trampoline's look before it runs a handler in the running context:
+/// a fiber defers a [`leader_first`] signal the root may take (the placing
+/// at its next safe point decides: [`recipient`]). From a signal handler:
+/// allocates nothing, and defers when the state is in use.
+fn root_may_take(sig: c_int) -> bool {
+    if !leader_first(sig) || hub::current_id() == ROOT {
+        return false;
+    }
+    state::existing(|st| st.try_mask(ROOT).is_none_or(|m| m & bit(sig) == 0)).unwrap_or(false)
+}
+
+/// Whether the root takes a [`leader_first`] `sig` as the kernel's leader
+/// would: it has not begun to exit, accepts `sig` (or waits for it in the
+/// `sigwait` family), and is running (`me`) or has no signal due yet.
+fn root_wants(st: &state::State, sig: c_int, me: Option<u64>) -> bool {
+    let b = bit(sig);
+    st.has(ROOT)
+        && !crate::thread::root_exiting()
+        && (st.mask(ROOT) & b == 0 || matches!(st.wait_of(ROOT), Wait::Set(set) if set & b != 0))
+        && (me == Some(ROOT) || !st.due(ROOT))
+}
+
 /// The context that should take a process-directed `sig`, the kernel's way
-/// as far as N:1 allows: a context waiting for it in the `sigwait` family,
+/// as far as N:1 allows: the root if the kernel's leader would take it
+/// ([`leader_first`], [`root_wants`]), then a context waiting for it in the `sigwait` family,
 /// then one in `pause`/`sigsuspend` that accepts it, then `me` (the
 /// context at its safe point), in the hub's loop once priorities differ
 /// the runnable fiber that outranks the root most (what runs next: the
@@ -282,6 +317,9 @@ fn temporary_mask(sig: c_int, v: &Via, real: u64) -> bool {
 /// fiber above it waits), the root, any fiber. None: every context blocks
 /// it.
 fn recipient(st: &state::State, sig: c_int, me: Option<u64>) -> Option<u64> {
+    if leader_first(sig) && root_wants(st, sig, me) {
+        return Some(ROOT);
+    }
     let b = bit(sig);
     let waiter = st.find_waiter(|w, _| match w {
         Wait::Set(set) => set & b != 0,

@@ -647,7 +647,7 @@ fn sent_info(sig: c_int, value: Option<libc::sigval>) -> siginfo_t {
     unsafe { std::mem::transmute::<Sent, siginfo_t>(sent) }
 }
 
-/// The root context's id, for [`kill`].
+/// The root context's id, for [`send_to`].
 pub(crate) const ROOT: u64 = state::ROOT;
 
 /// `pthread_kill`/`pthread_sigqueue` (with `value`) to context `to`, a
@@ -656,7 +656,7 @@ pub(crate) const ROOT: u64 = state::ROOT;
 /// at once when `to` is the caller (at this hook's way out), else when it
 /// is woken from the wait it is blocked in, or next returns from a hook.
 /// SIGKILL and SIGSTOP act on the process at once. Returns an error number.
-pub(crate) fn kill(to: u64, sig: c_int, value: Option<libc::sigval>) -> c_int {
+pub(crate) fn send_to(to: u64, sig: c_int, value: Option<libc::sigval>) -> c_int {
     if !valid(sig) {
         return libc::EINVAL;
     }
@@ -675,10 +675,35 @@ hook! {
     /// masks are per thread.
     #[gate(virtual_masks())]
     [signal] fn raise(sig: c_int) -> c_int {
-        match kill(hub::current_id(), sig, None) {
+        match send_to(hub::current_id(), sig, None) {
             0 => 0,
             e => errno::fail(e),
         }
+    }
+
+    /// `kill(2)`, made as it is; a signal it sends this process is placed
+    /// at the hook's way out (the kernel gave it to the caller's OS thread
+    /// on the call's return): the root takes it if the kernel's leader
+    /// would (see `deliver::leader_first`), and is interrupted at once,
+    /// not at the caller's next safe point.
+    #[gate(virtual_masks())]
+    [signal] fn kill(pid: libc::pid_t, sig: c_int) -> c_int {
+        // SAFETY: forwarded unchanged.
+        unsafe { kill::real(pid, sig) }
+    }
+
+    /// `killpg(3)`, as `kill`.
+    #[gate(virtual_masks())]
+    [signal] fn killpg(pgrp: libc::pid_t, sig: c_int) -> c_int {
+        // SAFETY: forwarded unchanged.
+        unsafe { killpg::real(pgrp, sig) }
+    }
+
+    /// `sigqueue(3)`, as `kill`.
+    #[gate(virtual_masks())]
+    [signal] fn sigqueue(pid: libc::pid_t, sig: c_int, value: libc::sigval) -> c_int {
+        // SAFETY: forwarded unchanged.
+        unsafe { sigqueue::real(pid, sig, value) }
     }
 }
 

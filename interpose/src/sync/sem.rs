@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use libc::{c_int, c_uint, clockid_t, sem_t, timespec};
 
-use super::{park, tag, wake_one, word, Kind};
+use super::{tag, wake_one, word, Kind};
 use crate::gate::cooperative;
 use crate::hook::hook;
 
@@ -129,10 +129,65 @@ unsafe fn wait(s: *mut sem_t, timeout: Option<Option<hub::Deadline>>) -> Result<
             // SAFETY: per the contract.
             return unsafe { wait_slow(s, timeout) };
         }
-        park(Kind::Semaphore, s as usize, tag(0), None, || {
-            v.load(Ordering::Relaxed) == 0
-        });
+        // SAFETY: per the contract.
+        if unsafe { park_sem(s, v, None, false) }? == hub::Park::Interrupted {
+            // A post taken: see `park_sem`.
+            return Ok(());
+        }
         crate::cancel_point();
+    }
+}
+
+/// Parks a fiber on `s` until `deadline`, as [`park`](super::park) does, but a signal
+/// handler that ran in the wait ends it with `EINTR`, as the kernel ends
+/// glibc's futex wait in `sem_wait` after a handler without `SA_RESTART`
+/// and in a `timed` wait (`sem_timedwait`, `sem_clockwait`) after any
+/// handler (its restart block is not restarted after one); a
+/// mutex or condvar wait goes on after a handler, as glibc loops on
+/// `EINTR` there. `Ok(Park::Interrupted)`: interrupted, but a post came
+/// meanwhile and was taken (a post and a signal at once may end a native
+/// wait either way; taking it loses no post).
+///
+/// # Safety
+/// `s` is a live semaphore whose value word is `v`; the caller is a fiber
+/// of its hub.
+unsafe fn park_sem(
+    s: *mut sem_t,
+    v: &AtomicU32,
+    deadline: Option<hub::Deadline>,
+    timed: bool,
+) -> Result<hub::Park, c_int> {
+    let r = hub::park_object(Kind::Semaphore.name(), s as usize, tag(0), deadline, || {
+        v.load(Ordering::Relaxed) == 0
+    });
+    if r != hub::Park::Interrupted {
+        return Ok(r);
+    }
+    // SAFETY: per the contract.
+    unsafe { interrupted(s, v, timed) }
+}
+
+/// The end of [`park_sem`]'s interrupted wait: the cancellation or the
+/// handlers due run here.
+///
+/// # Safety
+/// As [`park_sem`]'s.
+#[cold]
+#[inline(never)]
+unsafe fn interrupted(s: *mut sem_t, v: &AtomicU32, timed: bool) -> Result<hub::Park, c_int> {
+    if crate::thread::cancel::any_pending() {
+        crate::thread::cancel::async_point();
+    }
+    let ran = crate::signal::run_pending();
+    crate::cancel_point();
+    if !(ran.interrupts || timed && ran.handler) {
+        return Ok(hub::Park::Unparked);
+    }
+    // SAFETY: per the contract.
+    if unsafe { take(s, v) } {
+        Ok(hub::Park::Interrupted)
+    } else {
+        Err(libc::EINTR)
     }
 }
 
@@ -161,11 +216,22 @@ unsafe fn wait_slow(s: *mut sem_t, timeout: Option<Option<hub::Deadline>>) -> Re
             // A post from outside this hub wakes only the kernel's
             // waiters: wait as one, then look again.
             // SAFETY: per the contract.
-            unsafe { super::pshared::sem::sleep(s, d) };
-        } else if park(Kind::Semaphore, s as usize, tag(0), d, || {
-            v.load(Ordering::Relaxed) == 0
-        }) == hub::Park::TimedOut
-        {
+            if let Err(e) = unsafe { super::pshared::sem::sleep(s, d, timeout.is_some()) } {
+                crate::cancel_point();
+                // SAFETY: per the contract.
+                return if unsafe { take(s, v) } { Ok(()) } else { Err(e) };
+            }
+        } else {
+            // SAFETY: per the contract.
+            match unsafe { park_sem(s, v, d, timeout.is_some()) }? {
+                // A post taken: see `park_sem`.
+                hub::Park::Interrupted => return Ok(()),
+                hub::Park::TimedOut => {}
+                _ => {
+                    crate::cancel_point();
+                    continue;
+                }
+            }
             // The hub's timer never fires early, so the time is not read
             // again here (a deadline already past when the wait began
             // fires at the hub's next turn). A post may have come since.

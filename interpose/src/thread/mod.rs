@@ -182,6 +182,13 @@ struct Root {
 static REGISTRY: hub::PerThread<RefCell<Registry>> = hub::PerThread::new(|| RefCell::new(Registry::default()));
 static ROOT: hub::PerThread<Root> = hub::PerThread::new(Root::default);
 
+/// Whether the root context (main, on the fibers' OS thread) has begun its
+/// `pthread_exit`: the kernel gives an exiting thread no signal. Allocates
+/// nothing (a signal's placing asks it).
+pub(crate) fn root_exiting() -> bool {
+    ROOT.with_existing(|r| r.exiting.get().is_some()).unwrap_or(false)
+}
+
 fn lookup(t: pthread_t) -> Option<Rc<Record>> {
     REGISTRY.with(|r| r.borrow().get(&(t as usize)).cloned())
 }
@@ -997,7 +1004,7 @@ hook! {
     }
 
     /// `pthread_kill`: signal 0 checks existence; others are held for the
-    /// thread and its handler runs in it ([`crate::signal::kill`]), be it
+    /// thread and its handler runs in it ([`crate::signal::send_to`]), be it
     /// a fiber or the root (this OS thread's own handle). A thread that
     /// ended gets nothing and the answer is 0, as glibc's.
     [signal] fn pthread_kill(t: pthread_t, sig: c_int) -> c_int {
@@ -1012,7 +1019,7 @@ hook! {
             }
             return to_fibers_thread(t, move |rec| {
                 if sig != 0 {
-                    crate::signal::kill(rec.task.id(), sig, None);
+                    crate::signal::send_to(rec.task.id(), sig, None);
                 }
             });
         }
@@ -1021,7 +1028,7 @@ hook! {
                 if internal_signal(sig) {
                     libc::EINVAL
                 } else {
-                    crate::signal::kill(crate::signal::ROOT, sig, None)
+                    crate::signal::send_to(crate::signal::ROOT, sig, None)
                 }
             }
             Target::Real => {
@@ -1033,7 +1040,7 @@ hook! {
                 if sig == 0 {
                     0
                 } else {
-                    crate::signal::kill(rec.task.id(), sig, None)
+                    crate::signal::send_to(rec.task.id(), sig, None)
                 }
             }
             Target::Fiber(_) | Target::Gone(Gone::Joined | Gone::Detached) => 0,
@@ -1056,7 +1063,7 @@ hook! {
             return to_fibers_thread(t, move |rec| {
                 if sig != 0 {
                     let v = libc::sigval { sival_ptr: value as *mut c_void };
-                    crate::signal::kill(rec.task.id(), sig, Some(v));
+                    crate::signal::send_to(rec.task.id(), sig, Some(v));
                 }
             });
         }
@@ -1067,12 +1074,12 @@ hook! {
                 } else if sig == 0 {
                     0 // the kernel's check that the thread exists
                 } else {
-                    crate::signal::kill(rec.task.id(), sig, Some(v))
+                    crate::signal::send_to(rec.task.id(), sig, Some(v))
                 }
             }
             Target::Fiber(_) | Target::Gone(_) => libc::ESRCH,
             Target::Real if own_root(t) && !internal_signal(sig) && sig != 0 => {
-                crate::signal::kill(crate::signal::ROOT, sig, Some(v))
+                crate::signal::send_to(crate::signal::ROOT, sig, Some(v))
             }
             // SAFETY: not ours: forwarded unchanged.
             Target::Real => unsafe { pthread_sigqueue::real(t, sig, v) },

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use libc::sem_t;
 
 use super::spin;
-use super::waiter::{self, leave_for_cancel, sliced, End};
+use super::waiter::{self, leave_for_cancel, sliced, End, Interrupted};
 use crate::sync::{self, word};
 
 /// One of glibc's semaphore waiters: the count in the high half of the
@@ -19,12 +19,18 @@ const SEM_WAITER: u64 = 1 << 32;
 /// `sem`) may have a token, or the deadline: registered as one of glibc's
 /// waiters, a waiter thread sleeps in the kernel on the value while it is
 /// 0, as glibc's waiters do. The caller takes the token on the hub (so a
-/// waiter thread never holds one). False when a pending cancellation made
-/// us leave.
+/// waiter thread never holds one). `Ok(false)` when a pending cancellation
+/// made us leave; `Err(EINTR)` when a signal handler that ran in the wait
+/// ends it, as the kernel ends glibc's (see `sync::sem::park_sem`: any
+/// handler in a `timed` wait, one without `SA_RESTART` in another).
 ///
 /// # Safety
 /// `s` is a live semaphore.
-pub(in crate::sync) unsafe fn sleep(s: *mut sem_t, deadline: Option<hub::Deadline>) -> bool {
+pub(in crate::sync) unsafe fn sleep(
+    s: *mut sem_t,
+    deadline: Option<hub::Deadline>,
+    timed: bool,
+) -> Result<bool, libc::c_int> {
     let sa = s as usize;
     // SAFETY: per the contract: sem_t is 8-aligned, its first 8 bytes are
     // glibc's `data`, its int at byte 8 glibc's `private` (0: a private
@@ -37,8 +43,9 @@ pub(in crate::sync) unsafe fn sleep(s: *mut sem_t, deadline: Option<hub::Deadlin
         )
     };
     if spin(|| value.load(Ordering::Relaxed) == 0) {
-        return true;
+        return Ok(true);
     }
+    let mut handled = false;
     data.fetch_add(SEM_WAITER, Ordering::Relaxed);
     let stayed = if value.load(Ordering::Acquire) != 0 {
         true
@@ -54,7 +61,20 @@ pub(in crate::sync) unsafe fn sleep(s: *mut sem_t, deadline: Option<hub::Deadlin
             }
         });
         match call {
-            Some(call) => call.finish(sa, leave_for_cancel).is_some(),
+            Some(call) => call
+                .finish(sa, || {
+                    if leave_for_cancel() == Interrupted::Leave {
+                        return Interrupted::Leave;
+                    }
+                    let ran = crate::signal::run_pending();
+                    handled = ran.interrupts || timed && ran.handler;
+                    if handled {
+                        Interrupted::Leave
+                    } else {
+                        Interrupted::Stay
+                    }
+                })
+                .is_some(),
             None => {
                 // No waiter thread: sleep here, blocking the hub.
                 waiter::futex_wait(value, 0, &End::of(deadline), shared);
@@ -67,5 +87,8 @@ pub(in crate::sync) unsafe fn sleep(s: *mut sem_t, deadline: Option<hub::Deadlin
         // We may have been woken for this token: another waiter takes it.
         sync::futex_wake(value, 1, shared);
     }
-    stayed
+    match stayed {
+        false if handled => Err(libc::EINTR),
+        _ => Ok(stayed),
+    }
 }
