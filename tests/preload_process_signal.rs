@@ -100,6 +100,17 @@ fn daemon_and_underscore_fork_leave_only_the_caller_in_the_child() {
     }
 }
 
+/// An `atfork` child handler that closes an fd a thread of the parent is
+/// reading does not touch the parent: the child has a poller of its own
+/// before any other handler runs. The close took the fd out of the epoll
+/// set the child still shared with the parent, and the reader waited for
+/// ever (gRPC's handler closes its poller's epoll fd: in Python, every
+/// call after a `subprocess.Popen` timed out).
+#[test]
+fn atfork_child_handlers_leave_the_parents_waits_alone() {
+    differential("fork_atfork_close", &[]);
+}
+
 /// An exec without a fork hands the new program its pipes blocking, as
 /// glibc's does, through every exec function (the shell it runs, without
 /// the preload, met `EAGAIN` on a blocking read of an inherited pipe); a

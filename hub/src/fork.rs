@@ -49,6 +49,35 @@ pub(crate) fn exit_if_orphaned(hub: &Hub) {
     }
 }
 
+/// In the child of `fork()`, before anything else runs there: gives the
+/// calling thread's hub a poller of its own (as [`reset_after_fork`] does,
+/// which then keeps it). The interposer calls it from an `atfork` child
+/// handler registered as it loads, so before the handlers of the libraries
+/// loaded later: those run inside glibc's `fork`, before the interposer's
+/// reset, and a `close` of theirs took the fd out of the epoll set the
+/// child still shared with the parent. gRPC's closes its poller's epoll
+/// fd: the parent's fiber waiting on that fd was never woken again, and
+/// every call after a `subprocess` timed out.
+pub fn poller_after_fork() {
+    if let Some(hub) = Hub::existing() {
+        new_poller(hub);
+    }
+}
+
+/// Replaces the hub's poller and notifier with fresh kernel objects under
+/// the same fd numbers, once per process, or ends the process.
+fn new_poller(hub: &Hub) {
+    let pid = std::process::id();
+    if hub.poller_pid.replace(pid) == pid {
+        return;
+    }
+    if let Err(e) = hub.reactor.reset_after_fork() {
+        let _g = internal::Guard::new();
+        eprintln!("greenhook: cannot recreate the poller after fork: {e}");
+        std::process::abort();
+    }
+}
+
 /// In the child of `fork()`: makes the calling context the hub's only one.
 ///
 /// Every other fiber is dropped from the run queue, wait queues, timers and
@@ -62,11 +91,7 @@ pub(crate) fn exit_if_orphaned(hub: &Hub) {
 pub fn reset_after_fork() {
     pool::reset_after_fork();
     let Some(hub) = Hub::existing() else { return };
-    if let Err(e) = hub.reactor.reset_after_fork() {
-        let _g = internal::Guard::new();
-        eprintln!("greenhook: cannot recreate the poller after fork: {e}");
-        std::process::abort();
-    }
+    new_poller(hub);
     let cur = hub.current();
     // A fiber that was handed control suspends back onto the stack of the
     // fiber that handed over, which is lost here: hand_over must not let

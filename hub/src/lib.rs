@@ -81,7 +81,7 @@ pub use clock::{now_nanos, offset_now, Deadline};
 pub use cputime::cpu_time;
 pub use deadlock::DEADLOCK_EXIT_CODE;
 pub use fd::{forget_fd, registered_high, wait_fd, wait_fds, wake_fd, Interest};
-pub use fork::{in_loop, reset_after_fork, set_poll_hook};
+pub use fork::{in_loop, poller_after_fork, reset_after_fork, set_poll_hook};
 pub use handover::{yield_for_io, yield_now, yield_to_hub};
 pub use park::{park, park_object, parked, parked_where, unpark, unpark_best, unpark_where, Park};
 pub use per_thread::PerThread;
@@ -163,6 +163,9 @@ pub(crate) struct Hub {
     stacks_trimmed: Cell<std::time::Instant>,
     /// In the child of a fork made from a fiber: the root's own wait can
     /// never end (what it waited for stayed in the parent; see [`fork`]).
+    /// The process the poller belongs to: a forked child replaces it once
+    /// ([`fork::poller_after_fork`]).
+    poller_pid: Cell<u32>,
     orphan_root: Cell<bool>,
     /// A context that outranks the running one became runnable
     /// ([`priority`]).
@@ -536,6 +539,7 @@ impl Hub {
             stacks: fiber::StackPool::new(),
             stacks_trimmed: Cell::new(std::time::Instant::now()),
             orphan_root: Cell::new(false),
+            poller_pid: Cell::new(std::process::id()),
             preempt_pending: Cell::new(false),
             preempted: Cell::new(std::ptr::null()),
             prio_left: Cell::new(0),

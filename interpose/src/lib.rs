@@ -121,6 +121,7 @@ fn setup() {
         // inbox: with one, fibers that all wait are waiting for it.
         hub::internal::set_threads_may_wake(gate::foreign_threads);
         thread::cputime::resolve_early();
+        process::register_fork_handler();
     }
 }
 

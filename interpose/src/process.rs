@@ -190,6 +190,22 @@ fn forked_by(fork: impl FnOnce() -> pid_t) -> pid_t {
     pid
 }
 
+/// Registers [`first_in_child`] as an `atfork` child handler: as the
+/// preload loads, so before the handlers of what loads later.
+pub(crate) fn register_fork_handler() {
+    // SAFETY: a handler of ours, registered for no object (never
+    // unregistered: this library stays loaded).
+    unsafe { crate::thread::register_atfork(None, None, Some(first_in_child)) };
+}
+
+/// The first `atfork` child handler: the hub gets a poller of its own
+/// before the other handlers run (see `hub::poller_after_fork`).
+unsafe extern "C" fn first_in_child() {
+    if patched() && hub::has_hub() {
+        hub::poller_after_fork();
+    }
+}
+
 /// In a new child process with a copy of our memory (`fork`, or `clone`
 /// without `CLONE_VM`): the calling context becomes the hub's only one.
 fn in_forked_child() {

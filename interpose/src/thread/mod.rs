@@ -81,6 +81,20 @@ pub(crate) fn read_settings() {
     native::read_settings();
 }
 
+/// glibc's `__register_atfork`, for greenhook's own handler.
+///
+/// # Safety
+/// As glibc's.
+pub(crate) unsafe fn register_atfork(
+    prepare: Option<unsafe extern "C" fn()>,
+    parent: Option<unsafe extern "C" fn()>,
+    child: Option<unsafe extern "C" fn()>,
+) -> c_int {
+    // SAFETY: per the contract; no object handle, as glibc's own
+    // compatibility `pthread_atfork` passes.
+    unsafe { plain::__register_atfork::real(prepare, parent, child, std::ptr::null_mut()) }
+}
+
 /// Whether the program's executable was made by Go's linker, whose
 /// runtime's threads cannot be fibers (see `native`).
 pub(crate) fn main_program_is_go() -> bool {
