@@ -8,6 +8,7 @@ mod cancel;
 mod cargo;
 mod erlang;
 mod gc;
+mod go;
 mod java;
 mod mariadb;
 mod memcached;
@@ -148,7 +149,7 @@ pub fn all() -> Vec<Case> {
     cases.push(nginx::CASE);
     cases.push(bind::CASE);
     cases.extend(alloc::CASES);
-    cases.extend([node::CASE, java::CASE, erlang::CASE, python_http::CASE]);
+    cases.extend([node::CASE, java::CASE, erlang::CASE, go::CASE, python_http::CASE]);
     cases.extend(python_scripts::CASES);
     cases.extend(workers::CASES);
     cases.extend(cancel::CASES);

@@ -11,6 +11,15 @@
 //!   value, queues; pipes passed by inheritance and over a Unix socket,
 //!   named semaphores), `ProcessPoolExecutor`, asyncio with an executor and
 //!   a subprocess, a signal from a thread, `subprocess.run`.
+//! - `compat/programs/python_grpc_zmq.py`: Debian's gRPC (a server on a
+//!   pool of 8, the four kinds of call, 8 client threads, a deadline, 1
+//!   MiB messages, a stop with calls in flight) and pyzmq (REQ/REP,
+//!   PUB/SUB, PUSH/PULL over inproc and tcp, a poller, `term`); calls
+//!   after a `subprocess` (gRPC's `atfork` child handler took the parent's
+//!   fd out of the shared epoll set: each later call timed out); Ctrl-C
+//!   sent from a thread or another process to a main thread waiting in
+//!   `Event.wait`, a gRPC call, a zmq `recv`, `time.sleep` (it ran in the
+//!   sender: main waited on), and a handler during a timed `Lock.acquire`.
 //! - `compat/programs/numpy_blas.py`: Debian's numpy on OpenBLAS's
 //!   pthreads build, 4 threads: products (whose threads wait for each
 //!   other with `sched_yield`), from 4 Python threads at once; LAPACK's SVD
@@ -24,7 +33,7 @@ use crate::apt::{self, Need};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-pub const CASES: [Case; 3] = [
+pub const CASES: [Case; 4] = [
     Case {
         name: "python-sync",
         program: "python3 threading: pool, queue, barrier, semaphore, condition, timed waits, locals",
@@ -38,6 +47,17 @@ pub const CASES: [Case; 3] = [
         quick: true,
         needs: &[Need::command("python3", "python3")],
         run: |ctx, mode| script(ctx, mode, "python-processes", "programs/python_processes.py"),
+    },
+    Case {
+        name: "python-grpc-zmq",
+        program: "python3 gRPC and pyzmq: a server on a pool of 8, 4 kinds of call, deadlines, subprocesses between calls, Ctrl-C to a waiting main thread, zmq patterns",
+        quick: true,
+        needs: &[
+            Need::command("python3", "python3"),
+            Need::file("python3-grpcio", "/usr/lib/python3/dist-packages/grpc/__init__.py"),
+            Need::file("python3-zmq", "/usr/lib/python3/dist-packages/zmq/__init__.py"),
+        ],
+        run: |ctx, mode| script(ctx, mode, "python-grpc-zmq", "programs/python_grpc_zmq.py"),
     },
     Case {
         name: "numpy",

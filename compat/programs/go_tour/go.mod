@@ -1,0 +1,3 @@
+module gotour
+
+go 1.19
