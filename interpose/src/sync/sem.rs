@@ -151,6 +151,7 @@ unsafe fn wait(s: *mut sem_t, timeout: Option<Option<hub::Deadline>>) -> Result<
 /// # Safety
 /// `s` is a live semaphore whose value word is `v`; the caller is a fiber
 /// of its hub.
+#[inline(always)]
 unsafe fn park_sem(
     s: *mut sem_t,
     v: &AtomicU32,
