@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "go_note.h"
+#include "thread_self.h"
 
 static atomic_int turn; /* 0: main's, 1: the thread's */
 static int turns;
@@ -66,14 +67,7 @@ static void *thread(void *arg)
 {
     (void)arg;
     play(1);
-    char link[PATH_MAX];
-    ssize_t n = readlink("/proc/thread-self", link, sizeof link - 1);
-    if (n < 0) {
-        perror("readlink /proc/thread-self");
-        exit(1);
-    }
-    link[n] = 0;
-    return atol(strrchr(link, '/') + 1) == getpid() ? "shared" : "own";
+    return (void *)os_thread_kind();
 }
 
 int main(void)

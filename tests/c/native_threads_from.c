@@ -17,18 +17,12 @@
 #include <string.h>
 #include <unistd.h>
 
-/* "own" when the caller runs on an OS thread other than main's. */
+#include "thread_self.h"
+
+/* Where the caller runs (the library calls it back). */
 static void *where(void)
 {
-    char link[PATH_MAX];
-    ssize_t n = readlink("/proc/thread-self", link, sizeof link - 1);
-    if (n < 0) {
-        perror("readlink /proc/thread-self");
-        exit(1);
-    }
-    link[n] = 0;
-    const char *tid = strrchr(link, '/');
-    return atol(tid + 1) == getpid() ? "shared" : "own";
+    return (void *)os_thread_kind();
 }
 
 static void *start(void *arg)

@@ -177,13 +177,16 @@ func main() {
 		panic(err)
 	}
 	go srv.Serve(hl)
+	// One connection a request: a keep-alive connection the server has
+	// accepted but not yet read from counts as busy to Shutdown for 5 s.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	var bodies sync.Map
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			for j := 0; j < 20; j++ {
-				resp, err := http.Get(fmt.Sprintf("http://%s/%d", hl.Addr(), i))
+				resp, err := client.Get(fmt.Sprintf("http://%s/%d", hl.Addr(), i))
 				if err != nil {
 					return
 				}

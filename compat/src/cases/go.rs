@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use super::{arg, Case, Ctx, Mode, Side};
+use super::{arg, run_to_exit, Case, Ctx, Mode, Side};
 use crate::apt::{find_command, Need};
 use crate::proc;
 
@@ -65,15 +65,5 @@ fn run(ctx: &Ctx, mode: Mode) -> Side {
     }
     let mut cmd = ctx.command(mode, &[], &exe);
     cmd.current_dir(&dir);
-    match proc::run(&mut cmd, &dir, TIMEOUT) {
-        Ok(ran) => {
-            let brief = format!(
-                "exit 0; {}; {:.1} s",
-                ran.stdout.lines().last().unwrap_or_default(),
-                ran.elapsed.as_secs_f64()
-            );
-            Side::from_ran(&ran, brief)
-        }
-        Err(e) => Side::broken(e.to_string()),
-    }
+    run_to_exit(&mut cmd, &dir, TIMEOUT)
 }

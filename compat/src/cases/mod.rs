@@ -175,7 +175,13 @@ pub fn run_script(
     };
     let mut cmd = ctx.command(mode, &[], interpreter);
     cmd.arg(arg(&ctx.file(file))).current_dir(&dir);
-    match proc::run(&mut cmd, &dir, timeout) {
+    run_to_exit(&mut cmd, &dir, timeout)
+}
+
+/// Runs `cmd` in `dir`: ok when it exits 0, and the table then shows its
+/// last line of output and its time.
+pub fn run_to_exit(cmd: &mut Command, dir: &Path, timeout: Duration) -> Side {
+    match proc::run(cmd, dir, timeout) {
         Ok(ran) => {
             let brief = format!(
                 "exit 0; {}; {:.1} s",
