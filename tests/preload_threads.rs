@@ -309,32 +309,32 @@ fn fifo_threads_run_highest_priority_first() {
 /// slack (50 µs by default), as the kernel fires their sleeps: the hub's
 /// timers keep the slack (`hub/src/timer.rs`). Before, each turn of the
 /// loop fired every sleep due, and four such threads kept it busy: 2.6
-/// million wake-ups a second and a full CPU, against 53,000 natively; a
-/// pipe round trip beside 16 of them took 84 µs against 10-16 µs natively.
-/// A slack the program sets (`PR_SET_TIMERSLACK`) is the hub's from then.
+/// million wake-ups a second and a full CPU, against 53,000 natively
+/// (800,000 in this test's 300 ms against ~16,000); a pipe round trip
+/// beside 16 of them took 84 µs against 10-16 µs natively. A slack the
+/// program sets (`PR_SET_TIMERSLACK`) is the hub's from then. The bound is
+/// 6 wake-ups a slack for each thread: on a busy machine other timer
+/// interrupts end sleeps early within their slack (natively too; CI saw
+/// one thread wake every 19 µs).
 #[test]
 fn tiny_sleeps_wake_within_the_timer_slack() {
-    for threads in ["1", "4", "16"] {
-        let (_, patched) = differential("tiny_sleepers", &[threads, "300"]);
+    let check = |args: &[&str]| {
+        let (_, patched) = differential("tiny_sleepers", args);
         let wakeups = named_value(&patched.stderr, "wakeups").expect("no wakeups on stderr");
-        let most = named_value(&patched.stderr, "most").expect("no most on stderr");
-        if most > 0 {
-            assert!(
-                wakeups <= most,
-                "{threads} threads: {wakeups} wake-ups (at most {most})"
-            );
+        let per_slack = named_value(&patched.stderr, "per_slack").expect("no per_slack on stderr");
+        if per_slack > 0 {
+            let most = 6 * per_slack;
+            assert!(wakeups <= most, "{args:?}: {wakeups} wake-ups (at most {most})");
         }
+    };
+    for threads in ["4", "16"] {
+        check(&[threads, "300"]);
     }
     // A slack the threads set is followed, also while another thread keeps
     // the run queue busy: 1 ms, ~1,200 wake-ups natively, ~22,000 with the
     // default's 50 µs.
-    for busy in [&[][..], &["busy"]] {
-        let args = [&["4", "300", "1000000"][..], busy].concat();
-        let (_, patched) = differential("tiny_sleepers", &args);
-        let wakeups = named_value(&patched.stderr, "wakeups").expect("no wakeups on stderr");
-        let most = named_value(&patched.stderr, "most").expect("no most on stderr");
-        assert!(wakeups <= most, "{args:?}: {wakeups} wake-ups (at most {most})");
-    }
+    check(&["4", "300", "1000000"]);
+    check(&["4", "300", "1000000", "busy"]);
 }
 
 /// Threads that wait for work by yielding in a loop do not hold back a
