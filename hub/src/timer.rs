@@ -251,7 +251,8 @@ impl Hub {
     /// How long the loop may sleep before the next timer is due (None: no
     /// timer): until its deadline, which the kernel's wait extends by its
     /// own slack; past that deadline (the loop woke for something else
-    /// meanwhile), until the slack has run out.
+    /// meanwhile), or with a poller whose waits get no slack, until the
+    /// slack has run out.
     pub(crate) fn until_next_timer(&self, now: Instant) -> Option<Duration> {
         internal::bookkeeping(|| {
             let mut t = self.timers.borrow_mut();
@@ -259,8 +260,8 @@ impl Hub {
             t.skim();
             let slack = t.slack;
             t.heap.peek().map(|e| match e.at.checked_duration_since(now) {
-                Some(d) if !d.is_zero() => d,
-                _ => (e.at + slack).saturating_duration_since(now),
+                Some(d) if !d.is_zero() && crate::reactor::Reactor::WAIT_HAS_SLACK => d,
+                _ => e.at.checked_add(slack).unwrap_or(e.at).saturating_duration_since(now),
             })
         })
     }

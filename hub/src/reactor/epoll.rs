@@ -53,6 +53,10 @@ fn borrowed(fd: RawFd) -> BorrowedFd<'static> {
 }
 
 impl Reactor {
+    /// Whether the kernel gives a wait's timeout the thread's timer slack
+    /// (`epoll_pwait2` and `epoll_wait` do: see `timer.rs`).
+    pub(crate) const WAIT_HAS_SLACK: bool = true;
+
     pub(crate) fn new() -> io::Result<Reactor> {
         let epfd = super::own::adopt(epoll::create(CreateFlags::CLOEXEC)?);
         let efd = super::own::adopt(eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?);

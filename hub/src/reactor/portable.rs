@@ -58,6 +58,12 @@ fn borrowed(fd: RawFd) -> BorrowedFd<'static> {
 }
 
 impl Reactor {
+    /// Whether the kernel gives a wait's timeout the thread's timer slack:
+    /// not here (on Linux `polling` times its waits with a timerfd, which
+    /// fires on time), so the hub waits for the slack's end itself (see
+    /// `timer.rs`).
+    pub(crate) const WAIT_HAS_SLACK: bool = false;
+
     pub(crate) fn new() -> io::Result<Reactor> {
         Ok(Reactor {
             poller: Arc::new(Current::new(Poller::new()?)),
