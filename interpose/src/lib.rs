@@ -411,9 +411,7 @@ fn init() {
         return;
     }
     PRELOADED.store(true, Ordering::SeqCst);
-    // A Go program's threads are its runtime's, which wait in the kernel
-    // by the `syscall` instruction: they stay threads (`thread::native`).
-    let native = std::env::var_os("GREENHOOK_THREADS").is_some_and(|v| v == "native") || thread::main_program_is_go();
+    let native = std::env::var_os("GREENHOOK_THREADS").is_some_and(|v| v == "native") || go_program();
     THREADS_AS_FIBERS.store(!native, Ordering::SeqCst);
     setup();
     PATCHED.store(true, Ordering::SeqCst);
@@ -422,6 +420,20 @@ fn init() {
         // The lock hooks' fast paths (see `hook!`'s `#[fast_path]`) ask
         // this instead of `gate::emulating_objects`, and count nothing.
         hub::internal::allow_lean();
+    }
+}
+
+/// Whether the program is Go's: its threads are its runtime's, which wait
+/// in the kernel by the `syscall` instruction, so they stay threads
+/// (`thread::native`).
+fn go_program() -> bool {
+    #[cfg(greenhook_linux_hooks)]
+    {
+        thread::main_program_is_go()
+    }
+    #[cfg(not(greenhook_linux_hooks))]
+    {
+        false
     }
 }
 
