@@ -161,11 +161,11 @@ pub(crate) struct Hub {
     stacks: fiber::StackPool,
     /// When `stacks` was last trimmed (see [`Hub::trim_stacks`]).
     stacks_trimmed: Cell<std::time::Instant>,
-    /// In the child of a fork made from a fiber: the root's own wait can
-    /// never end (what it waited for stayed in the parent; see [`fork`]).
     /// The process the poller belongs to: a forked child replaces it once
     /// ([`fork::poller_after_fork`]).
     poller_pid: Cell<u32>,
+    /// In the child of a fork made from a fiber: the root's own wait can
+    /// never end (what it waited for stayed in the parent; see [`fork`]).
     orphan_root: Cell<bool>,
     /// A context that outranks the running one became runnable
     /// ([`priority`]).
