@@ -94,17 +94,31 @@ pub(super) fn stays_native(f: Start) -> bool {
         .is_some_and(|c| c.ranges.iter().any(|&(lo, hi)| (lo..hi).contains(&at)))
 }
 
-/// glibc's counts of objects loaded and unloaded so far.
-fn generation() -> (u64, u64) {
-    unsafe extern "C" fn first(info: *mut dl_phdr_info, _: size_t, out: *mut c_void) -> c_int {
-        // SAFETY: glibc passes a valid info; `out` is the caller's pair.
-        unsafe { *(out as *mut (u64, u64)) = ((*info).dlpi_adds, (*info).dlpi_subs) };
+/// `f` of the first object `dl_iterate_phdr` reports (the executable),
+/// the walk stopped there.
+fn first_object<R: Default>(f: fn(&dl_phdr_info) -> R) -> R {
+    struct First<R> {
+        f: fn(&dl_phdr_info) -> R,
+        out: R,
+    }
+    unsafe extern "C" fn first<R>(info: *mut dl_phdr_info, _: size_t, walk: *mut c_void) -> c_int {
+        // SAFETY: glibc passes a valid info; `walk` is the caller's, alive
+        // for the call.
+        unsafe {
+            let walk = &mut *(walk as *mut First<R>);
+            walk.out = (walk.f)(&*info);
+        }
         1
     }
-    let mut g = (0u64, 0u64);
-    // SAFETY: the callback writes only the pair, which outlives the call.
-    unsafe { libc::dl_iterate_phdr(Some(first), &mut g as *mut _ as *mut c_void) };
-    g
+    let mut walk = First { f, out: R::default() };
+    // SAFETY: the callback writes only `walk`, which outlives the call.
+    unsafe { libc::dl_iterate_phdr(Some(first::<R>), &mut walk as *mut First<R> as *mut c_void) };
+    walk.out
+}
+
+/// glibc's counts of objects loaded and unloaded so far.
+fn generation() -> (u64, u64) {
+    first_object(|info| (info.dlpi_adds, info.dlpi_subs))
 }
 
 /// The name and type of Go's build ID note (`ELF_NOTE_GOBUILDID_TAG` in
@@ -153,16 +167,8 @@ fn has_note(mut notes: &[u8], align: usize, (name, kind): (&[u8], u32)) -> bool 
 /// Whether the program's executable was made by Go's linker (its threads
 /// all stay native: see the [module](self) docs).
 pub(super) fn main_program_is_go() -> bool {
-    unsafe extern "C" fn first(info: *mut dl_phdr_info, _: size_t, out: *mut c_void) -> c_int {
-        // SAFETY: glibc passes a valid info, the executable's first; `out`
-        // is the caller's flag.
-        unsafe { *(out as *mut bool) = is_go(&*info) };
-        1
-    }
-    let mut go = false;
-    // SAFETY: the callback writes only the flag, which outlives the call.
-    unsafe { libc::dl_iterate_phdr(Some(first), &mut go as *mut bool as *mut c_void) };
-    go
+    // SAFETY: as `dl_iterate_phdr` passes it.
+    first_object(|info| unsafe { is_go(info) })
 }
 
 /// The executable segments of the loaded objects whose file name begins
