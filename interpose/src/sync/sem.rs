@@ -185,8 +185,19 @@ unsafe fn interrupted(s: *mut sem_t, v: &AtomicU32, timed: bool) -> Result<hub::
         return Ok(hub::Park::Unparked);
     }
     // SAFETY: per the contract.
+    unsafe { ended_by_handler(s, v) }.map(|()| hub::Park::Interrupted)
+}
+
+/// The result of a wait on `s` that a handler ended: a post that came
+/// meanwhile is taken (a post and a signal at once may end a native wait
+/// either way; taking it loses no post), else `EINTR`.
+///
+/// # Safety
+/// As [`park_sem`]'s.
+unsafe fn ended_by_handler(s: *mut sem_t, v: &AtomicU32) -> Result<(), c_int> {
+    // SAFETY: per the contract.
     if unsafe { take(s, v) } {
-        Ok(hub::Park::Interrupted)
+        Ok(())
     } else {
         Err(libc::EINTR)
     }
@@ -217,10 +228,10 @@ unsafe fn wait_slow(s: *mut sem_t, timeout: Option<Option<hub::Deadline>>) -> Re
             // A post from outside this hub wakes only the kernel's
             // waiters: wait as one, then look again.
             // SAFETY: per the contract.
-            if let Err(e) = unsafe { super::pshared::sem::sleep(s, d, timeout.is_some()) } {
+            if unsafe { super::pshared::sem::sleep(s, d, timeout.is_some()) }.is_err() {
                 crate::cancel_point();
                 // SAFETY: per the contract.
-                return if unsafe { take(s, v) } { Ok(()) } else { Err(e) };
+                return unsafe { ended_by_handler(s, v) };
             }
         } else {
             // SAFETY: per the contract.
