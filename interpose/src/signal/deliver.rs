@@ -287,7 +287,8 @@ fn leader_first(sig: c_int) -> bool {
 /// The trampoline's look before it runs a handler in the running context:
 /// a fiber defers a [`leader_first`] signal the root may take (the placing
 /// at its next safe point decides: [`recipient`]). From a signal handler:
-/// allocates nothing, and defers when the state is in use.
+/// allocates nothing, and defers when the state is in use or has no root
+/// entry yet (the placing makes it, with the root's mask).
 fn root_may_take(sig: c_int) -> bool {
     if !leader_first(sig) || hub::current_id() == ROOT {
         return false;
