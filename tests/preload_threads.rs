@@ -136,6 +136,21 @@ fn affinity_is_per_thread() {
     differential("affinity_per_thread", &[]);
 }
 
+/// Every thread has a thread id of its own (`tests/c/thread_ids.c`):
+/// every fiber's `gettid()` was its OS thread's, main's, so a thread took
+/// itself for main (`gettid() == getpid()`), `tgkill` to a thread's id ran
+/// the handler in whatever ran, and a nice value or CPU set given by a
+/// thread's id reached main and every thread. Now each pthread fiber's id
+/// is its own (above every kernel id), taken by `tgkill`, `tkill`,
+/// `rt_tgsigqueueinfo`, the `sched_*` and priority calls, `kill`,
+/// `timer_create` and `/proc/…/task/<id>` opens, and `ESRCH` once the
+/// thread is gone; a thread that forks is its child's main, whose id is
+/// its pid.
+#[test]
+fn threads_have_ids_of_their_own() {
+    differential("thread_ids", &[]);
+}
+
 /// A nice value is per thread on Linux: `setpriority` of the calling
 /// thread (pid 0 or its tid) and `nice` reniced the OS thread, every
 /// fiber's, so one thread that lowered its priority lowered main's and

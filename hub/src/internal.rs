@@ -17,6 +17,14 @@ use std::sync::OnceLock;
 
 use crate::with_local;
 
+/// The calling OS thread's kernel thread id, by the system call itself:
+/// not through libc's `gettid`, which under the preload is the hook that
+/// answers a fiber's own id.
+#[cfg(target_os = "linux")]
+pub fn os_tid() -> i32 {
+    rustix::thread::gettid().as_raw_nonzero().get()
+}
+
 /// Whether the caller is greenhook machinery (hooks must pass through).
 #[inline]
 pub fn is_internal() -> bool {

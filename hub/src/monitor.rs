@@ -86,8 +86,7 @@ pub(crate) fn configured() {
 pub(crate) fn register() -> Option<Arc<Beat>> {
     let m = monitor()?;
     let beat = Arc::new(Beat::new());
-    // SAFETY: gettid has no preconditions.
-    beat.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
+    beat.tid.store(crate::internal::os_tid(), Ordering::Relaxed);
     let first = {
         let mut hubs = m.hubs.lock().unwrap_or_else(|p| p.into_inner());
         hubs.push(beat.clone());

@@ -215,61 +215,71 @@ unsafe fn fopened(path: *const c_char, mode: *const c_char, real: impl FnOnce() 
     f
 }
 
+/// Runs `f` with `path`, or, for a `/proc` path naming a fiber's thread
+/// id, with the one naming its OS thread (see `thread::tid::proc_path`).
+fn own_path<R>(path: *const c_char, f: impl FnOnce(*const c_char) -> R) -> R {
+    // SAFETY: the caller's path, a C string or null, as the call takes it.
+    match unsafe { crate::thread::tid::proc_path(path) } {
+        Some(own) => f(own.as_ptr().cast()),
+        None => f(path),
+    }
+}
+
 hook! {
     /// `open(2)`.
     #[cancel_point]
     [file] fn open(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
         // SAFETY: forwarded, with our O_NONBLOCK for a FIFO.
-        opened(libc::AT_FDCWD, path, flags, |f| unsafe { open::real(path, f, mode) })
+        own_path(path, |path| opened(libc::AT_FDCWD, path, flags, |f| unsafe { open::real(path, f, mode) }))
     }
 
     /// `open64(2)`: the same call on 64-bit glibc.
     #[cancel_point]
     [file] fn open64(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
         // SAFETY: as `open`.
-        opened(libc::AT_FDCWD, path, flags, |f| unsafe { open64::real(path, f, mode) })
+        own_path(path, |path| opened(libc::AT_FDCWD, path, flags, |f| unsafe { open64::real(path, f, mode) }))
     }
 
     /// `openat(2)`.
     #[cancel_point]
     [file] fn openat(dir: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
         // SAFETY: as `open`.
-        opened(dir, path, flags, |f| unsafe { openat::real(dir, path, f, mode) })
+        own_path(path, |path| opened(dir, path, flags, |f| unsafe { openat::real(dir, path, f, mode) }))
     }
 
     /// `openat64(2)`.
     #[cancel_point]
     [file] fn openat64(dir: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
         // SAFETY: as `open`.
-        opened(dir, path, flags, |f| unsafe { openat64::real(dir, path, f, mode) })
+        own_path(path, |path| opened(dir, path, flags, |f| unsafe { openat64::real(dir, path, f, mode) }))
     }
 
     /// `__open_2`: `open` under `_FORTIFY_SOURCE`, without a mode.
     #[cancel_point]
     [file] fn __open_2(path: *const c_char, flags: c_int) -> c_int {
         // SAFETY: as `open`.
-        opened(libc::AT_FDCWD, path, flags, |f| unsafe { __open_2::real(path, f) })
+        own_path(path, |path| opened(libc::AT_FDCWD, path, flags, |f| unsafe { __open_2::real(path, f) }))
     }
 
     /// `__open64_2`.
     #[cancel_point]
     [file] fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
         // SAFETY: as `open`.
-        opened(libc::AT_FDCWD, path, flags, |f| unsafe { __open64_2::real(path, f) })
+        own_path(path, |path| opened(libc::AT_FDCWD, path, flags, |f| unsafe { __open64_2::real(path, f) }))
     }
 
     /// `__openat_2`.
     #[cancel_point]
     [file] fn __openat_2(dir: c_int, path: *const c_char, flags: c_int) -> c_int {
         // SAFETY: as `open`.
-        opened(dir, path, flags, |f| unsafe { __openat_2::real(dir, path, f) })
+        own_path(path, |path| opened(dir, path, flags, |f| unsafe { __openat_2::real(dir, path, f) }))
     }
 
     /// `__openat64_2`.
     #[cancel_point]
     [file] fn __openat64_2(dir: c_int, path: *const c_char, flags: c_int) -> c_int {
         // SAFETY: as `open`.
-        opened(dir, path, flags, |f| unsafe { __openat64_2::real(dir, path, f) })
+        own_path(path, |path| opened(dir, path, flags, |f| unsafe { __openat64_2::real(dir, path, f) }))
     }
 
     /// `creat(2)`: `open(O_WRONLY | O_CREAT | O_TRUNC)`.
@@ -295,12 +305,12 @@ hook! {
     /// `fopen(3)`.
     [file] fn fopen(path: *const c_char, mode: *const c_char) -> *mut FILE {
         // SAFETY: the caller's strings; forwarded unchanged otherwise.
-        unsafe { fopened(path, mode, || fopen::real(path, mode)) }
+        own_path(path, |path| unsafe { fopened(path, mode, || fopen::real(path, mode)) })
     }
 
     /// `fopen64(3)`.
     [file] fn fopen64(path: *const c_char, mode: *const c_char) -> *mut FILE {
         // SAFETY: as `fopen`.
-        unsafe { fopened(path, mode, || fopen64::real(path, mode)) }
+        own_path(path, |path| unsafe { fopened(path, mode, || fopen64::real(path, mode)) })
     }
 }

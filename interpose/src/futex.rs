@@ -96,10 +96,14 @@ hook! {
     /// `SYS_close_range` drop greenhook's bookkeeping of the fds first, as
     /// the `close` hooks do (a registration left behind would swallow the
     /// events of the next fd given the same number); every other call
-    /// passes through, as raw as the caller asked.
-    #[gate(n == libc::SYS_futex || n == libc::SYS_close || n == libc::SYS_close_range)]
+    /// passes through, as raw as the caller asked; `SYS_gettid` and the
+    /// signals sent to a thread id are `thread::tid`'s (a fiber's own id).
+    #[gate(n == libc::SYS_futex || n == libc::SYS_close || n == libc::SYS_close_range || crate::thread::tid::takes(n))]
     [futex] fn syscall(n: c_long, a1: c_long, a2: c_long, a3: c_long, a4: c_long, a5: c_long, a6: c_long) -> c_long {
         if n != libc::SYS_futex {
+            if let Some(r) = crate::thread::tid::syscall(n, a1, a2, a3, a4) {
+                return r;
+            }
             // SAFETY: forwarded unchanged (a close range in pieces).
             return crate::fd::raw_close(n, a1, a2, a3, |a1, a2, a3| unsafe { syscall::real(n, a1, a2, a3, a4, a5, a6) });
         }

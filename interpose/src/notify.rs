@@ -56,9 +56,20 @@ pub(crate) fn note_lio(list: *const *mut aiocb, n: c_int, ev: *const sigevent) {
 }
 
 hook! {
-    /// `timer_create(2)`.
+    /// `timer_create(2)`; a `SIGEV_THREAD_ID` notification to a fiber's
+    /// id goes to its OS thread (see `thread::tid`).
     [time] fn timer_create(clock: clockid_t, ev: *mut sigevent, t: *mut timer_t) -> c_int {
         note(ev);
+        // SAFETY: the caller's sigevent, if any, read as the kernel reads it.
+        if let Some(mut own) = unsafe { ev.as_ref() }
+            .filter(|e| e.sigev_notify == libc::SIGEV_THREAD_ID)
+            .filter(|e| crate::thread::tid::is_fiber_id(e.sigev_notify_thread_id))
+            .copied()
+        {
+            own.sigev_notify_thread_id = crate::thread::tid::for_kernel(own.sigev_notify_thread_id);
+            // SAFETY: the caller's arguments, the sigevent copied.
+            return unsafe { timer_create::real(clock, &mut own, t) };
+        }
         // SAFETY: forwarded unchanged.
         unsafe { timer_create::real(clock, ev, t) }
     }

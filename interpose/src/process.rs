@@ -222,6 +222,7 @@ fn in_forked_child() {
     crate::fd::mark_sockets_after_fork();
     crate::sync::after_fork_child();
     crate::gate::after_fork_child();
+    crate::thread::tid::after_fork_child();
     #[cfg(all(target_arch = "x86_64", target_env = "gnu", not(greenhook_table)))]
     crate::thread::dlopen_after_fork_child();
     errno::set(e);

@@ -436,14 +436,16 @@ static void on_usr1_count(int sig)
 }
 
 /* A SIGUSR1 to this OS thread by the system call itself (greenhook has
- * its own raise): the kernel puts its frame below this one. */
+ * its own raise, and its gettid() is the fiber's own id): the kernel puts
+ * its frame below this one. */
 __attribute__((noinline)) static void leave_signal_frame(void)
 {
 #if defined(__x86_64__)
-    long r;
+    long tid, r;
+    __asm__ volatile("syscall" : "=a"(tid) : "0"((long)SYS_gettid) : "rcx", "r11", "memory");
     __asm__ volatile("syscall"
                      : "=a"(r)
-                     : "0"((long)SYS_tgkill), "D"((long)getpid()), "S"((long)gettid()), "d"((long)SIGUSR1)
+                     : "0"((long)SYS_tgkill), "D"((long)getpid()), "S"(tid), "d"((long)SIGUSR1)
                      : "rcx", "r11", "memory");
 #endif
 }

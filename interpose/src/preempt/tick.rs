@@ -229,8 +229,7 @@ fn start_timer() -> Option<c_int> {
     sev.sigev_value = libc::sigval {
         sival_ptr: COOKIE as *mut c_void,
     };
-    // SAFETY: gettid has no preconditions.
-    sev.sigev_notify_thread_id = unsafe { libc::gettid() };
+    sev.sigev_notify_thread_id = hub::internal::os_tid();
     let mut id: c_int = 0;
     // Raw system calls: the kernel's own timer id, and no hook of ours
     // (greenhook emulates per-fiber CPU clocks) in between.

@@ -500,7 +500,7 @@ pub(super) fn default_action(sig: c_int) {
         libc::sigemptyset(&mut one);
         libc::sigaddset(&mut one, sig);
         super::pthread_sigmask::real(libc::SIG_UNBLOCK, &one, &mut old);
-        libc::syscall(libc::SYS_tgkill, libc::getpid(), libc::gettid(), sig);
+        libc::syscall(libc::SYS_tgkill, libc::getpid(), hub::internal::os_tid(), sig);
         // Still here: it stopped the process and a SIGCONT went on.
         super::pthread_sigmask::real(libc::SIG_SETMASK, &old, std::ptr::null_mut());
     }

@@ -160,8 +160,7 @@ impl Job {
         } > 0
         {}
         let _ = IN_CALL.try_with(|c| c.set(true));
-        // SAFETY: gettid has no preconditions.
-        self.tid.store(unsafe { libc::gettid() }, SeqCst);
+        self.tid.store(hub::internal::os_tid(), SeqCst);
         let out = loop {
             if self.wanted.load(SeqCst) {
                 break (R::from(-1), libc::EINTR);

@@ -663,7 +663,7 @@ pub(crate) fn send_to(to: u64, sig: c_int, value: Option<libc::sigval>) -> c_int
     hub::set_poll_hook(deliver::on_poll);
     if bit(sig) & UNBLOCKABLE != 0 {
         // SAFETY: plain integer arguments; signals our own OS thread.
-        let r = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), libc::gettid(), sig) };
+        let r = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), hub::internal::os_tid(), sig) };
         return if r == 0 { 0 } else { errno::get() };
     }
     deliver::send(to, sig, &sent_info(sig, value))
@@ -686,10 +686,11 @@ hook! {
     /// on the call's return): the root takes it if the kernel's leader
     /// would (see `deliver::leader_first`), and is interrupted at once,
     /// not at the caller's next safe point.
-    #[gate(virtual_masks())]
+    /// A live fiber's thread id names the process, as a thread's does.
+    #[gate(virtual_masks() || crate::thread::tid::is_fiber_id(pid))]
     [signal] fn kill(pid: libc::pid_t, sig: c_int) -> c_int {
-        // SAFETY: forwarded unchanged.
-        unsafe { kill::real(pid, sig) }
+        // SAFETY: forwarded unchanged, but for a fiber's id.
+        unsafe { kill::real(crate::thread::tid::for_kill(pid), sig) }
     }
 
     /// `killpg(3)`, as `kill`.

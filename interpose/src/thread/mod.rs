@@ -39,6 +39,7 @@
 //!   hook sees);
 //! - [`once`]: the `pthread_once` of fibers;
 //! - [`sched`]: scheduling policy and priority, per fiber;
+//! - [`tid`]: thread ids of their own, and the calls that take one;
 //! - [`cputime`]: thread CPU-time clocks, per fiber;
 //! - [`plain`]: pass-throughs, hooked to be points where a time slice may
 //!   end;
@@ -72,6 +73,7 @@ mod native;
 pub mod once;
 mod plain;
 pub mod sched;
+pub(crate) mod tid;
 
 pub(crate) use names::{name_for_monitor, name_of};
 
@@ -146,6 +148,8 @@ pub(crate) struct Record {
     affinity: RefCell<Option<Vec<u8>>>,
     /// A nice value given with `setpriority`/`nice` (see `sched`).
     nice: Cell<Option<c_int>>,
+    /// Its thread id ([`tid`]).
+    id: tid::Id,
 }
 
 /// The registry's hasher: keys are handles, distinct serial numbers, so a
@@ -887,6 +891,7 @@ hook! {
             sched,
             affinity: RefCell::new(affinity),
             nice: Cell::new(creator.as_ref().and_then(|r| r.nice.get())),
+            id: tid::Id::for_serial(handle::serial(h)),
         });
         // glibc's thread starts at its creator's priority and is then moved
         // to its own: one lower than its creator's goes first among those
@@ -1140,12 +1145,12 @@ hook! {
         set_affinity(&rec, unsafe { std::slice::from_raw_parts(set.cast::<u8>(), n) }).err().unwrap_or(0)
     }
 
-    /// `sched_setaffinity(2)` of the calling thread (pid 0 or its
-    /// `gettid()`) in a pthread fiber: its own, as `pthread_setaffinity_np`
+    /// `sched_setaffinity(2)` of a pthread fiber (pid 0 in one, or its id:
+    /// see `sched::named_fiber`): its own, as `pthread_setaffinity_np`
     /// keeps it (before, it pinned the OS thread, which every other thread
     /// then shared: one that pinned itself to a CPU pinned them all).
     [thread] fn sched_setaffinity(pid: libc::pid_t, n: size_t, set: *const cpu_set_t) -> c_int {
-        let Some(rec) = sched::own_fiber(pid) else {
+        let Some(rec) = sched::named_fiber(pid) else {
             // SAFETY: not a fiber's own: forwarded unchanged.
             return unsafe { sched_setaffinity::real(pid, n, set) };
         };
@@ -1159,17 +1164,17 @@ hook! {
         }
     }
 
-    /// `sched_getaffinity(2)` of the calling thread in a pthread fiber:
-    /// its own set, if it has one (else the OS thread's, which it
-    /// inherited).
+    /// `sched_getaffinity(2)` of a pthread fiber (as `sched_setaffinity`
+    /// names one): its own set, if it has one (else the OS thread's, which
+    /// it inherited).
     [thread] fn sched_getaffinity(pid: libc::pid_t, n: size_t, set: *mut cpu_set_t) -> c_int {
         // SAFETY: the caller's arguments, to the kernel's checks (size,
         // buffer) and the OS thread's set.
-        let r = unsafe { sched_getaffinity::real(pid, n, set) };
+        let r = unsafe { sched_getaffinity::real(tid::for_kernel(pid), n, set) };
         if r != 0 {
             return r;
         }
-        if let Some(g) = sched::own_fiber(pid).and_then(|rec| rec.affinity.borrow().clone()) {
+        if let Some(g) = sched::named_fiber(pid).and_then(|rec| rec.affinity.borrow().clone()) {
             // SAFETY: the caller's buffer holds `n` bytes (the kernel
             // wrote it).
             unsafe { copy_affinity(&g, set, n) };

@@ -342,32 +342,29 @@ hook! {
     }
 }
 
-/// Whether `pid`, in a call that takes a thread id, names the calling
-/// thread: 0, or its `gettid()` (in a fiber, the OS thread's; on the main
-/// OS thread also `getpid()`, taken for the calling thread: see DESIGN).
-fn names_caller(pid: libc::pid_t) -> bool {
-    // SAFETY: gettid takes no arguments.
-    pid == 0 || pid == unsafe { libc::gettid() }
-}
-
-/// The calling fiber's record, for the calls on the calling thread by a
-/// thread id (`sched_*`, `sched_setaffinity`, `setpriority`…): see
-/// [`names_caller`].
-pub(super) fn own_fiber(pid: libc::pid_t) -> Option<std::rc::Rc<Record>> {
-    if !names_caller(pid) || !crate::gate::emulating() {
+/// The pthread fiber a call that takes a thread id (`sched_*`,
+/// `sched_setaffinity`, `setpriority`…) names: with 0 the caller, if it is
+/// one; with a fiber's id ([`super::tid`]) that fiber, while it lives.
+/// `None`: the kernel's call (the root's own, or an id that is no live
+/// thread's, which the kernel answers with `ESRCH`).
+pub(super) fn named_fiber(pid: libc::pid_t) -> Option<std::rc::Rc<Record>> {
+    if !crate::gate::emulating() {
         return None;
     }
-    current_record()
+    match pid {
+        0 => current_record(),
+        _ => super::tid::fiber(pid),
+    }
 }
 
-/// The calling fiber's record, for `getpriority`/`setpriority` on
-/// `PRIO_PROCESS` naming the calling thread: on Linux they name a thread,
-/// whose nice value is its own.
+/// The fiber `getpriority`/`setpriority` on `PRIO_PROCESS` name (see
+/// [`named_fiber`]): on Linux they name a thread, whose nice value is its
+/// own.
 fn own_nice(which: libc::__priority_which_t, who: libc::id_t) -> Option<std::rc::Rc<Record>> {
     if which != libc::PRIO_PROCESS {
         return None;
     }
-    own_fiber(who as libc::pid_t)
+    named_fiber(who as libc::pid_t)
 }
 
 /// The nice value of the fiber `rec`: its own, or the OS thread's, which
@@ -379,10 +376,10 @@ fn nice_of(rec: &Record) -> c_int {
         .unwrap_or_else(|| unsafe { getpriority::real(libc::PRIO_PROCESS, 0) })
 }
 
-/// The root changes its own policy or priority with a `sched_*` call:
-/// whether it does.
+/// A `sched_*` call changes the root's policy or priority (the root's 0,
+/// or its OS thread's id from anywhere): whether it does.
 fn root_changing_itself(pid: libc::pid_t) -> bool {
-    let mine = names_caller(pid) && crate::gate::emulating() && !hub::in_fiber();
+    let mine = crate::gate::emulating() && (pid == 0 && !hub::in_fiber() || pid == hub::internal::os_tid());
     if mine {
         root_changing();
     }
@@ -390,7 +387,7 @@ fn root_changing_itself(pid: libc::pid_t) -> bool {
 }
 
 hook! {
-    /// `getpriority(2)`: the calling thread's nice value in a fiber (see
+    /// `getpriority(2)`: a fiber's nice value (0 in one, or its id: see
     /// `setpriority`).
     [thread] fn getpriority(which: libc::__priority_which_t, who: libc::id_t) -> c_int {
         match own_nice(which, who) {
@@ -400,7 +397,7 @@ hook! {
         }
     }
 
-    /// `setpriority(2)` of the calling thread in a fiber: kept in its
+    /// `setpriority(2)` of a fiber (0 in one, or its id): kept in its
     /// record, as the kernel keeps a thread's (clamped to -20..19; a
     /// lower value than its own needs `RLIMIT_NICE` or `CAP_SYS_NICE`,
     /// else `EACCES`). Before, it reniced the OS thread: a thread that
@@ -422,7 +419,7 @@ hook! {
     /// internally, where no hook sees them): the new value, or -1 with
     /// `EPERM` for a raise the thread may not make.
     [thread] fn nice(inc: c_int) -> c_int {
-        if own_fiber(0).is_none() {
+        if named_fiber(0).is_none() {
             // SAFETY: forwarded unchanged.
             return unsafe { nice::real(inc) };
         }
@@ -441,7 +438,7 @@ hook! {
 
     /// `sched_getscheduler(2)`: pid 0 in a fiber is the fiber's policy.
     [thread] fn sched_getscheduler(pid: libc::pid_t) -> c_int {
-        match own_fiber(pid) {
+        match named_fiber(pid) {
             Some(rec) => rec.sched.get().0,
             // SAFETY: forwarded unchanged.
             None => unsafe { sched_getscheduler::real(pid) },
@@ -450,7 +447,7 @@ hook! {
 
     /// `sched_getparam(2)`: pid 0 in a fiber is the fiber's priority.
     [thread] fn sched_getparam(pid: libc::pid_t, param: *mut sched_param) -> c_int {
-        match own_fiber(pid) {
+        match named_fiber(pid) {
             Some(_) if param.is_null() => crate::errno::fail(libc::EINVAL),
             Some(rec) => {
                 // SAFETY: the caller's out pointer (not null).
@@ -464,7 +461,7 @@ hook! {
 
     /// `sched_setscheduler(2)`: pid 0 in a fiber sets the fiber's own.
     [thread] fn sched_setscheduler(pid: libc::pid_t, policy: c_int, param: *const sched_param) -> c_int {
-        match own_fiber(pid) {
+        match named_fiber(pid) {
             Some(_) if param.is_null() => crate::errno::fail(libc::EINVAL),
             // SAFETY: the caller's parameter (not null).
             Some(rec) => match change(&rec, (policy, unsafe { (*param).sched_priority })) {
@@ -485,7 +482,7 @@ hook! {
 
     /// `sched_setparam(2)`: pid 0 in a fiber sets the fiber's priority.
     [thread] fn sched_setparam(pid: libc::pid_t, param: *const sched_param) -> c_int {
-        match own_fiber(pid) {
+        match named_fiber(pid) {
             Some(_) if param.is_null() => crate::errno::fail(libc::EINVAL),
             Some(rec) => {
                 let policy = rec.sched.get().0;

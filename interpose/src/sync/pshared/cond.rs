@@ -142,8 +142,7 @@ unsafe fn wait_handing_over(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, kin
         // holds the mutex.
         return libc::EPERM;
     }
-    // SAFETY: gettid has no preconditions.
-    let hub_tid = unsafe { libc::gettid() };
+    let hub_tid = hub::internal::os_tid();
     let ca = c as usize;
     // Until the waiter thread names itself the owner, glibc must not take
     // the hub's thread for it: another fiber's lock of a recursive or
@@ -159,7 +158,7 @@ unsafe fn wait_handing_over(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, kin
         // on them; the mutex is locked, by us, so nobody else writes its
         // owner word (glibc's `__owner`).
         let r = unsafe {
-            word(a, mutex::OWNER).store(libc::gettid(), Ordering::Relaxed);
+            word(a, mutex::OWNER).store(hub::internal::os_tid(), Ordering::Relaxed);
             glibc_wait(c, m, until)
         };
         // The mutex is the hub's thread's again only once the fiber runs

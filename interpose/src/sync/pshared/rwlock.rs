@@ -104,8 +104,7 @@ pub(in crate::sync) unsafe fn lock(l: *mut pthread_rwlock_t, write: bool, wait: 
         } else {
             // glibc sees the hub's thread as the writer, whichever thread
             // took the lock for it.
-            // SAFETY: gettid has no preconditions.
-            let tid = unsafe { libc::gettid() };
+            let tid = hub::internal::os_tid();
             let call = waiter::start(move |t| {
                 let l = a as *mut pthread_rwlock_t;
                 // SAFETY: the rwlock stays alive while its fiber waits, and
