@@ -6,7 +6,8 @@
  *   thread's differs from main's and from every other live thread's;
  * - tgkill(), syscall(SYS_tgkill), syscall(SYS_tkill) and
  *   syscall(SYS_rt_tgsigqueueinfo) with a thread's id run the handler in
- *   that thread (whether sent by main or by another thread), where
+ *   that thread (whether sent by main, by another thread or by one made
+ *   with libc's own pthread_create), where
  *   gettid() is that thread's, and with main's id in main; signal 0 checks
  *   the thread;
  * - a timer_create() notification to a thread's own id (SIGEV_THREAD_ID)
@@ -26,6 +27,7 @@
  * stdout: the same with and without the preload.
  */
 #define _GNU_SOURCE
+#include "libc_create.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -183,6 +185,24 @@ static void errno_of(const char *what, long r)
     printf("%s: %ld %s\n", what, r, r == -1 ? strerror(errno) : "");
 }
 
+/* A thread made with libc's own pthread_create (as a library's background
+ * thread is): a fiber's id reaches that fiber from it too. */
+static void *foreign(void *arg)
+{
+    (void)arg;
+    pid_t me = gettid();
+    printf("foreign thread: its id is its own %d\n", me != getpid() && me != ids[0] && me != ids[1] && me != ids[2]);
+    errno_of("foreign thread: tgkill signal 0 to thread 1", tgkill(getpid(), ids[1], 0));
+    errno_of("foreign thread: tgkill to an id never given", tgkill(getpid(), 2147483000, SIGUSR1));
+    got = 0;
+    long r = send(0, ids[1]);
+    send_and_report("tgkill from the foreign thread", 1, r);
+    got = 0;
+    r = send(2, ids[2]);
+    send_and_report("tkill from the foreign thread", 2, r);
+    return NULL;
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -220,6 +240,9 @@ int main(void)
     send_and_report("tgkill", -1, send(0, getpid()));
     pthread_t s;
     pthread_create(&s, NULL, sender, NULL);
+    pthread_join(s, NULL);
+
+    libc_pthread_create(&s, foreign, NULL);
     pthread_join(s, NULL);
 
     errno_of("tgkill signal 0 to thread 1", tgkill(getpid(), ids[1], 0));

@@ -96,8 +96,13 @@ pub(crate) fn own() -> pid_t {
 /// The newest serial number below the next to be issued whose id is
 /// `tid` (a fiber id).
 fn newest_serial(tid: pid_t) -> Option<usize> {
+    newest_below(tid, handle::next_serial())
+}
+
+/// [`newest_serial`] with `next` the next serial number to be issued.
+fn newest_below(tid: pid_t, next: usize) -> Option<usize> {
     let off = (tid - FIRST) as usize;
-    let last = handle::next_serial().checked_sub(1)?;
+    let last = next.checked_sub(1)?;
     let s = off + last.checked_sub(off)? / SPAN * SPAN;
     (s != 0).then_some(s)
 }
@@ -301,30 +306,36 @@ pub(crate) unsafe fn proc_path(path: *const c_char) -> Option<Vec<u8>> {
     }
     // SAFETY: per the contract.
     let p = unsafe { std::ffi::CStr::from_ptr(path) }.to_bytes();
-    let rest = p.strip_prefix(b"/proc/")?;
     // SAFETY: getpid has no preconditions.
-    let pid = unsafe { libc::getpid() };
-    let (head, tid, tail) = if let Some(r) = rest.strip_prefix(b"self/task/") {
-        let (t, tail) = number(r)?;
-        (&p[..p.len() - r.len()], t, tail)
-    } else {
-        let (first, after) = number(rest)?;
-        match after.strip_prefix(b"/task/") {
-            Some(r) if first == pid => {
-                let (t, tail) = number(r)?;
-                (&p[..p.len() - r.len()], t, tail)
-            }
-            _ => (&p[..p.len() - rest.len()], first, after),
-        }
-    };
-    if !(tail.is_empty() || tail[0] == b'/') || fiber(tid).is_none() {
-        return None;
-    }
+    let (head, tid, tail) = split_proc(p, unsafe { libc::getpid() })?;
+    fiber(tid)?;
     let mut out = head.to_vec();
     out.extend_from_slice(hub::internal::os_tid().to_string().as_bytes());
     out.extend_from_slice(tail);
     out.push(0);
     Some(out)
+}
+
+/// A `/proc` path `p` that names a thread id, split around it: what comes
+/// before, the id, and what follows (nothing, or `/…`). `pid` is this
+/// process's, which `/proc/<pid>/task/<id>` names.
+fn split_proc(p: &[u8], pid: pid_t) -> Option<(&[u8], pid_t, &[u8])> {
+    let rest = p.strip_prefix(b"/proc/")?;
+    let at = |r: &[u8]| p.len() - r.len();
+    let (head, tid, tail) = if let Some(r) = rest.strip_prefix(b"self/task/") {
+        let (t, tail) = number(r)?;
+        (&p[..at(r)], t, tail)
+    } else {
+        let (first, after) = number(rest)?;
+        match after.strip_prefix(b"/task/") {
+            Some(r) if first == pid => {
+                let (t, tail) = number(r)?;
+                (&p[..at(r)], t, tail)
+            }
+            _ => (&p[..at(rest)], first, after),
+        }
+    };
+    (tail.is_empty() || tail[0] == b'/').then_some((head, tid, tail))
 }
 
 hook! {
@@ -341,5 +352,53 @@ hook! {
             // SAFETY: forwarded unchanged.
             None => unsafe { tgkill::real(tgid, tid, sig) },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_above_every_kernel_id_and_wrap_back_to_the_first() {
+        assert_eq!(Id::for_serial(1).tid, FIRST + 1);
+        assert_eq!(Id::for_serial(SPAN - 1).tid, pid_t::MAX);
+        assert_eq!(Id::for_serial(SPAN).tid, FIRST);
+        assert!(is_fiber_id(FIRST) && !is_fiber_id(FIRST - 1) && !is_fiber_id(-5));
+    }
+
+    #[test]
+    fn an_id_names_the_newest_serial_that_has_it() {
+        // Serials 1..next have been issued.
+        assert_eq!(newest_below(FIRST + 3, 10), Some(3));
+        assert_eq!(newest_below(FIRST + 3, 4), Some(3));
+        assert_eq!(newest_below(FIRST + 3, 3), None, "not issued yet");
+        assert_eq!(newest_below(FIRST, 10), None, "serial 0 is never issued");
+        assert_eq!(newest_below(FIRST, SPAN + 1), Some(SPAN));
+        assert_eq!(newest_below(FIRST + 3, 2 * SPAN + 10), Some(2 * SPAN + 3));
+        assert_eq!(newest_below(FIRST + 3, 0), None);
+    }
+
+    #[test]
+    fn proc_paths_split_around_the_thread_id() {
+        let pid = 1234;
+        let split = |p: &str| split_proc(p.as_bytes(), pid).map(|(h, t, r)| (h.to_vec(), t, r.to_vec()));
+        let want = |h: &str, t, r: &str| Some((h.as_bytes().to_vec(), t, r.as_bytes().to_vec()));
+        assert_eq!(
+            split("/proc/self/task/4194305/stat"),
+            want("/proc/self/task/", 4194305, "/stat")
+        );
+        assert_eq!(split("/proc/self/task/4194305"), want("/proc/self/task/", 4194305, ""));
+        assert_eq!(
+            split("/proc/1234/task/4194305/comm"),
+            want("/proc/1234/task/", 4194305, "/comm")
+        );
+        assert_eq!(split("/proc/4194305/status"), want("/proc/", 4194305, "/status"));
+        assert_eq!(split("/proc/99/task/4194305"), want("/proc/", 99, "/task/4194305"));
+        assert_eq!(split("/proc/self/task/4194305x"), None);
+        assert_eq!(split("/proc/self/status"), None);
+        assert_eq!(split("/proc/self/task/"), None);
+        assert_eq!(split("/proc/99999999999/stat"), None);
+        assert_eq!(split("/etc/passwd"), None);
     }
 }
