@@ -421,11 +421,13 @@ fn busy_threads_leave_room_for_the_others() {
     }
 }
 
-/// The uncontended lock and unlock paths answer before a hook's entry,
-/// and a signal may arrive anywhere in them: a handler that sleeps there
-/// lets the other threads run in the middle of the call. Counts, writes
-/// and readers all come out right, and nobody's wake-up is lost (a hang),
-/// with TLS per thread and shared. A lost wake-up shows as the deadlock
+/// The uncontended lock and unlock paths, and the wake-ups of
+/// `sem_post`, `pthread_cond_signal` and `pthread_cond_broadcast`, answer
+/// before a hook's entry, and a signal may arrive anywhere in them: a
+/// handler that sleeps there lets the other threads run in the middle of
+/// the call. Counts, writes, readers and ping-pong turns all come out
+/// right, and nobody's wake-up is lost (a hang), with TLS per thread and
+/// shared. A lost wake-up shows as the deadlock
 /// report (the next signal's handler, run by the waiters, then lets them
 /// look again): without the unlock's shield, a third to a half of these
 /// runs printed one.

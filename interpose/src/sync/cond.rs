@@ -133,6 +133,56 @@ unsafe fn wait_slow(
     }
 }
 
+/// The fast path of `pthread_cond_signal` (`all`: of
+/// `pthread_cond_broadcast`): the program's wake-up of a process-private
+/// condvar on the fibers' thread, made as the full hook makes it, shielded
+/// from signal handlers (`hook::lean`) instead of entering the hook.
+/// Left to the full hook: a process-shared condvar, a thread that is not a
+/// fiber known to use pthread objects (glibc's waiters may need the real
+/// call), fibers of differing priorities (the woken may have to run at the
+/// hook's return).
+///
+/// # Safety
+/// `c` is a live condvar.
+#[inline(always)]
+unsafe fn wake_fast(c: *mut pthread_cond_t, all: bool) -> Option<c_int> {
+    // SAFETY: the caller's condvar.
+    if unsafe { super::pshared::cond::is_shared(c) }
+        || crate::gate::foreign_threads()
+        || hub::internal::priorities_differ()
+    {
+        return None;
+    }
+    crate::hook::lean(|| {
+        if all {
+            hub::unpark(c as usize, usize::MAX);
+        } else {
+            hub::unpark_where(c as usize, |_| true);
+        }
+        Some(0)
+    })
+}
+
+/// `pthread_cond_signal`'s fast path (see [`wake_fast`]).
+///
+/// # Safety
+/// `c` is a live condvar.
+#[inline(always)]
+unsafe fn signal_fast(c: *mut pthread_cond_t) -> Option<c_int> {
+    // SAFETY: per the contract.
+    unsafe { wake_fast(c, false) }
+}
+
+/// `pthread_cond_broadcast`'s fast path (see [`wake_fast`]).
+///
+/// # Safety
+/// `c` is a live condvar.
+#[inline(always)]
+unsafe fn broadcast_fast(c: *mut pthread_cond_t) -> Option<c_int> {
+    // SAFETY: per the contract.
+    unsafe { wake_fast(c, true) }
+}
+
 hook! {
     /// `pthread_cond_wait`.
     #[gate(emulating_objects())]
@@ -161,6 +211,7 @@ hook! {
     }
 
     /// `pthread_cond_signal`.
+    #[fast_path(signal_fast)]
     [sync] fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
         if !emulating_objects() {
             // SAFETY: the caller's condvar, forwarded unchanged.
@@ -183,6 +234,7 @@ hook! {
     }
 
     /// `pthread_cond_broadcast`.
+    #[fast_path(broadcast_fast)]
     [sync] fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
         if !emulating_objects() {
             // SAFETY: the caller's condvar, forwarded unchanged.

@@ -259,6 +259,34 @@ unsafe fn wait_slow(s: *mut sem_t, timeout: Option<Option<hub::Deadline>>) -> Re
     }
 }
 
+/// `sem_post`'s fast path: the program's post to a private semaphore on
+/// the fibers' thread, made as the full hook makes it (handed to a fiber
+/// that waits, else glibc's post), shielded from signal handlers
+/// (`hook::lean`) instead of entering the hook: ~30 instructions fewer a
+/// post. Fibers of differing priorities (the woken may have to run at the
+/// hook's return) take the full hook.
+///
+/// # Safety
+/// `s` is a live semaphore.
+#[inline(always)]
+unsafe fn post_fast(s: *mut sem_t) -> Option<c_int> {
+    // SAFETY: the caller's semaphore.
+    if unsafe { remote(s) } || hub::internal::priorities_differ() {
+        return None;
+    }
+    crate::hook::lean(|| {
+        if hub::unpark_where(s as usize, |_| true) {
+            // SAFETY: the caller's semaphore, process-private (not
+            // remote), so the word is ours (see `handed`).
+            let h = unsafe { word(s as usize, HANDED) };
+            h.store(h.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            return Some(0);
+        }
+        // SAFETY: the caller's semaphore, forwarded unchanged.
+        Some(unsafe { sem_post::real(s) })
+    })
+}
+
 /// `sem_timedwait`/`sem_clockwait`: the clock and time checked first
 /// (`EINVAL` even when the semaphore is free, as glibc's), then, for
 /// `sem_timedwait` (`point`), a pending cancellation acts; the deadline
@@ -312,6 +340,7 @@ hook! {
     /// handed over; otherwise the real post (it also wakes kernel waiters,
     /// in other processes or threads that are not fibers), then a fiber
     /// parked on this semaphore.
+    #[fast_path(post_fast)]
     [sync] fn sem_post(s: *mut sem_t) -> c_int {
         let emulating = crate::gate::emulating_objects();
         // SAFETY: the caller's semaphore.
