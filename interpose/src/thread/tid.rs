@@ -18,7 +18,8 @@
 //! - `tgkill`, `syscall(SYS_tgkill)`, `syscall(SYS_tkill)`,
 //!   `syscall(SYS_rt_tgsigqueueinfo)`: the signal goes to that fiber, as
 //!   `pthread_kill` sends it; `ESRCH` once it ended, or for a thread group
-//!   that is not this process;
+//!   that is not this process; sent by a fiber to its OS thread's id
+//!   (main's), the signal goes to the root, main;
 //! - `kill` with a fiber's id: the process, as the kernel takes a thread's
 //!   id there;
 //! - `sched_setaffinity`/`sched_getaffinity`, `setpriority`/`getpriority`
