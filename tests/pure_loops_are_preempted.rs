@@ -124,6 +124,24 @@ fn words_left_by_signal_frames_do_not_stop_preemption() {
 
 /// The plain loop holds the hub as before (the qsort mode ends on its own;
 /// the flag mode would spin for ever).
+/// A handler that walks the stack (`backtrace`, as haproxy's watchdog
+/// does) for a signal that came while greenhook's preemption handler ran
+/// is run at the preemption trampoline's first instruction: the walk must
+/// find its way into the interrupted frames there. The trampoline's
+/// unwind tables placed the return address in a slot it filled ~20
+/// instructions later, and the walk crashed on a stale word of the
+/// interrupted leaf's red zone (every run within half a second; haproxy's
+/// watchdog panic died of SIGSEGV instead of its thread dump).
+#[test]
+fn a_handler_can_walk_the_stack_from_the_preemption_trampoline() {
+    let (_, patched) = differential("backtrace_at_preemption", &["1"]);
+    assert!(
+        named_value(&patched.stderr, "walks").is_some_and(|n| n > 1000),
+        "{}",
+        patched.describe()
+    );
+}
+
 #[test]
 fn greenhook_preempt_0_turns_it_off() {
     assert_qsort_mode(&[("GREENHOOK_PREEMPT", "0")], "no");

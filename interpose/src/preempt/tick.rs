@@ -116,6 +116,9 @@ struct Thread {
     resume: Cell<usize>,
     /// The interrupted `%rsp` of the redirect under way.
     resume_sp: Cell<usize>,
+    /// The interrupted `%r11` of the redirect under way: the redirect
+    /// hands the trampoline the interrupted `%rip` in that register.
+    resume_r11: Cell<usize>,
 }
 
 static THREAD: hub::PerThread<Thread> = hub::PerThread::new(|| Thread {
@@ -126,6 +129,7 @@ static THREAD: hub::PerThread<Thread> = hub::PerThread::new(|| Thread {
     spin: Cell::new(false),
     resume: Cell::new(0),
     resume_sp: Cell::new(0),
+    resume_r11: Cell::new(0),
 });
 
 /// Whether preemption by signal is on: read once at load.
@@ -333,13 +337,20 @@ unsafe fn on_tick(uc: *mut libc::ucontext_t, expiries: u32) {
     if !slice && !super::spin::waits(rip) {
         return;
     }
+    let r11 = g[libc::REG_R11 as usize] as usize;
     let _ = THREAD.with_existing(|t| {
         t.resume.set(rip);
         t.resume_sp.set(rsp);
+        t.resume_r11.set(r11);
         t.spin.set(!slice);
     });
-    // Below the red zone the interrupted function may be using.
+    // Below the red zone the interrupted function may be using; the
+    // interrupted `%rip` in `%r11`, where the trampoline's unwind tables
+    // find it until its first instruction has pushed it (a signal that
+    // arrives there, whose handler walks the stack, must find the way
+    // into the interrupted frames: haproxy's watchdog does).
     g[libc::REG_RSP as usize] = (rsp - 128) as i64;
+    g[libc::REG_R11 as usize] = rip as i64;
     g[libc::REG_RIP as usize] = __greenhook_preempt_trampoline as *const () as usize as i64;
 }
 
@@ -348,15 +359,18 @@ extern "C" {
     fn __greenhook_preempt_trampoline();
 }
 
-/// What the trampoline calls, its registers saved: fills in the return
-/// slot, then switches if the stack allows it (module docs, steps 2-3).
+/// What the trampoline calls, its registers saved: puts the interrupted
+/// `%r11` back in its save slot (the redirect lent the register to the
+/// interrupted `%rip`, which the return slot now holds), then switches if
+/// the stack allows it (module docs, steps 2-3).
 ///
 /// `C-unwind`: a cancellation at the switch (an asynchronous one, or a
 /// handler that calls `pthread_exit`) unwinds through the trampoline into
 /// the interrupted frames, whose cleanups run.
 ///
 /// # Safety
-/// Called only by the trampoline, with its return slot.
+/// Called only by the trampoline, with its return slot (the saved `%r11`
+/// is 12 words below it: see the trampoline's pushes).
 unsafe extern "C-unwind" fn preempted(slot: *mut usize) {
     /// A Rust panic must not cross into the program's frames.
     struct NoPanic;
@@ -370,16 +384,17 @@ unsafe extern "C-unwind" fn preempted(slot: *mut usize) {
         }
     }
     let _np = NoPanic;
-    let (rip, sp) = THREAD
-        .with_existing(|t| (t.resume.replace(0), t.resume_sp.get()))
-        .unwrap_or((0, 0));
-    if rip == 0 {
+    let (rip, sp, r11) = THREAD
+        .with_existing(|t| (t.resume.replace(0), t.resume_sp.get(), t.resume_r11.get()))
+        .unwrap_or((0, 0, 0));
+    // SAFETY: the trampoline's return slot, on its own frame.
+    if rip == 0 || unsafe { *slot } != rip {
         let _g = hub::internal::Guard::new();
-        eprintln!("greenhook: preemption trampoline without a return address; aborting");
+        eprintln!("greenhook: preemption trampoline without its return address; aborting");
         std::process::abort();
     }
-    // SAFETY: the trampoline's return slot, on its own frame.
-    unsafe { *slot = rip };
+    // SAFETY: the trampoline's save slot of `%r11`, on its own frame.
+    unsafe { *slot.sub(12) = r11 };
     let e = crate::errno::get();
     let spin = THREAD.with_existing(|t| t.spin.get()).unwrap_or(false);
     if frames::switch_is_safe(sp) {
@@ -404,14 +419,21 @@ unsafe extern "C-unwind" fn preempted(slot: *mut usize) {
 
 // The trampoline (AT&T syntax). On entry, from the handler's redirect:
 // %rsp is the interrupted %rsp less the 128-byte red zone; the interrupted
-// %rip is in `THREAD.resume`. It saves the flags and the 15 general
+// %rip is in %r11 (the interrupted %r11 in `THREAD.resume_r11`). It pushes
+// the %rip as its return address, saves the flags and the 15 general
 // registers, then the extended state with `xsave` (every feature the OS
 // enabled: x87, SSE, AVX...) on a 64-byte aligned area, calls `preempted`
-// with the address of its return slot, restores everything and returns
-// with `ret $128`, which also gives back the red zone. Its CFI describes
-// the interrupted frame's registers where they were saved, and marks it a
-// signal frame (the interrupted %rip is not a return address), so the
-// unwinder walks from `preempted` into the program's frames.
+// with the address of its return slot (which puts the interrupted %r11 in
+// its save slot), restores everything and returns with `ret $128`, which
+// also gives back the red zone. Its CFI describes the interrupted frame's
+// registers where they are at each instruction (the %rip in %r11 at the
+// first), and marks it a signal frame (the interrupted %rip is not a
+// return address), so an unwinder walks from `preempted`, or from a
+// handler of a signal that came anywhere in the trampoline, into the
+// program's frames. Before, the return slot was filled by `preempted`: a
+// signal whose handler walked the stack (haproxy's watchdog, with
+// `backtrace`) in the ~20 instructions before read a stale word there as
+// the return address and crashed.
 std::arch::global_asm!(
     ".pushsection .text.greenhook_preempt,\"ax\",@progbits",
     ".p2align 4",
@@ -422,8 +444,9 @@ std::arch::global_asm!(
     ".cfi_startproc",
     ".cfi_signal_frame",
     ".cfi_def_cfa %rsp, 128",
-    // lea, not sub: the flags are still the interrupted code's.
-    "leaq -8(%rsp), %rsp",
+    ".cfi_register %rip, %r11",
+    // A push, which leaves the flags as the interrupted code's.
+    "pushq %r11",
     ".cfi_def_cfa_offset 136",
     ".cfi_offset %rip, -136",
     "pushfq",
