@@ -232,6 +232,16 @@ fn a_pending_cancellation_acts_at_every_glibc_cancellation_point() {
     differential("cancel_every_point", &[]);
 }
 
+/// A cancellation that arrives while a thread is inside a cancellation
+/// point acts there, also after its wait ended (`tests/c/cancel_after_wake.c`:
+/// the timeout fired, the woken fiber not yet run again): it acted at the
+/// next point, a `write` under a mutex its cleanup handlers did not
+/// unlock, and rsyslog's shutdown waited for that mutex for good.
+#[test]
+fn a_cancellation_during_a_call_acts_in_it_after_its_wait_ended() {
+    differential("cancel_after_wake", &[]);
+}
+
 /// C11 threads (`thrd_*`, `mtx_*`, `cnd_*`, `call_once`, `tss_*`), which
 /// glibc builds on its pthread functions by their internal names: two
 /// pthreads taking turns through a `mtx_t` and a `cnd_t` hung (the waits

@@ -192,10 +192,15 @@ unsafe fn numeric_service(service: *const c_char) -> bool {
 // finished.
 hook! {
     /// `getaddrinfo(3)`: a cancellation point where glibc's is
-    /// ([`gai_reads`]).
-    #[cancel_point(gai_point(node, service, hints))]
+    /// ([`gai_reads`]), on entry only: glibc's acts in the reads and
+    /// waits inside it, not on its way out (the `#[cancel_point]` of the
+    /// system call wrappers does both), so a cancellation that comes while
+    /// the lookup runs on the pool acts at the thread's next point.
     #[gate(cooperative())]
     [dns] fn getaddrinfo(node: *const c_char, service: *const c_char, hints: *const addrinfo, res: *mut *mut addrinfo) -> c_int {
+        if gai_point(node, service, hints) {
+            crate::hook::cancel_point_at_entry();
+        }
         // SAFETY: forwarded unchanged, on a worker; the caller waits.
         offloaded(Reports::Errno, AssertSend(|| unsafe { getaddrinfo::real(node, service, hints, res) }))
     }

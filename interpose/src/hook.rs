@@ -211,6 +211,23 @@ pub(crate) fn cancel_point_at_entry() {
     }
 }
 
+/// The way out of a hook marked `#[cancel_point]`: a deferred cancellation
+/// that came while the call waited acts here, before the call returns, as
+/// it acts in glibc's wrapper anywhere between its entry and its return,
+/// also once the system call itself has returned (glibc 2.36 turns
+/// asynchronous cancellation on around the call and acts on a cancellation
+/// that arrives before it is turned off; its result is lost, as natively).
+/// Under greenhook that stretch includes the time a woken fiber waits for
+/// its turn: a `select` whose timeout had fired, cancelled before its
+/// fiber ran again, returned 0, and the cancellation acted at the next
+/// point, in rsyslog's case a `write` under a mutex no cleanup handler
+/// unlocks (its shutdown then waited for good). A cancellation pending at
+/// the entry acted there, so one that acts here came during the call.
+#[inline(always)]
+pub(crate) fn cancel_point_at_exit() {
+    cancel_point_at_entry();
+}
+
 #[cfg(greenhook_linux_hooks)]
 #[cold]
 #[inline(never)]
@@ -326,6 +343,9 @@ pub(crate) fn abort_in(name: &'static str) -> ! {
 /// runs the rest of the hook, made out of line so that the fast path keeps
 /// no registers for it.
 ///
+/// A `#[cancel_point]` hook also acts on a cancellation at its way out
+/// ([`cancel_point_at_exit`]).
+///
 /// `#[return_by_jump(stub)]`, after the gate, exports the hook through a
 /// stub of that name that goes back to the caller by jump when its context
 /// switched meanwhile (see [`Jumped`]; x86-64 Linux, not the table build).
@@ -356,6 +376,7 @@ macro_rules! hook {
                 // A closure, so that a `return` in the body leaves it and
                 // not the hook: `leave` must run on every normal way out.
                 let r = (move || $(-> $ret)? { $body })();
+                $crate::hook::hook!(@cancel_exit [$([$($cp)?])?]);
                 entered.leave();
                 r
             })
@@ -443,6 +464,15 @@ macro_rules! hook {
     (@cancel [[$cp:expr]]) => {
         if $cp {
             $crate::hook::cancel_point_at_entry();
+        }
+    };
+    (@cancel_exit []) => {};
+    (@cancel_exit [[]]) => {
+        $crate::hook::cancel_point_at_exit();
+    };
+    (@cancel_exit [[$cp:expr]]) => {
+        if $cp {
+            $crate::hook::cancel_point_at_exit();
         }
     };
     (@gate $entered:ident, [], $name:ident($($arg:ident),*)) => {};
