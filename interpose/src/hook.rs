@@ -371,12 +371,12 @@ macro_rules! hook {
                     const NAME: &'static str = stringify!($name);
                 }
                 let entered = $crate::hook::Entered::<Name>::new($crate::hook::Family::$family);
-                $crate::hook::hook!(@cancel [$([$($cp)?])?]);
+                $crate::hook::hook!(@cancel cancel_point_at_entry [$([$($cp)?])?]);
                 $crate::hook::hook!(@gate entered, [$($gate)?], $name($($arg),*));
                 // A closure, so that a `return` in the body leaves it and
                 // not the hook: `leave` must run on every normal way out.
                 let r = (move || $(-> $ret)? { $body })();
-                $crate::hook::hook!(@cancel_exit [$([$($cp)?])?]);
+                $crate::hook::hook!(@cancel cancel_point_at_exit [$([$($cp)?])?]);
                 entered.leave();
                 r
             })
@@ -457,22 +457,13 @@ macro_rules! hook {
         // SAFETY: the caller's arguments, unchanged.
         unsafe { full($($arg),*) }
     }};
-    (@cancel []) => {};
-    (@cancel [[]]) => {
-        $crate::hook::cancel_point_at_entry();
+    (@cancel $at:ident []) => {};
+    (@cancel $at:ident [[]]) => {
+        $crate::hook::$at();
     };
-    (@cancel [[$cp:expr]]) => {
+    (@cancel $at:ident [[$cp:expr]]) => {
         if $cp {
-            $crate::hook::cancel_point_at_entry();
-        }
-    };
-    (@cancel_exit []) => {};
-    (@cancel_exit [[]]) => {
-        $crate::hook::cancel_point_at_exit();
-    };
-    (@cancel_exit [[$cp:expr]]) => {
-        if $cp {
-            $crate::hook::cancel_point_at_exit();
+            $crate::hook::$at();
         }
     };
     (@gate $entered:ident, [], $name:ident($($arg:ident),*)) => {};
