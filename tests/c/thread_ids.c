@@ -298,6 +298,12 @@ int main(void)
     stop = 1;
     for (int i = 0; i < N; i++)
         pthread_join(handles[i], NULL);
+    /* A join returns once the kernel cleared the thread's id word, a
+     * moment before the kernel lets the thread go: until then its id
+     * still answers (natively). */
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < 1000 && tgkill(getpid(), ids[i], 0) == 0; k++)
+            usleep(1000);
     errno_of("tgkill signal 0 to joined thread 1", tgkill(getpid(), ids[1], 0));
     errno_of("tkill to joined thread 1", syscall(SYS_tkill, ids[1], SIGUSR1));
     errno_of("setpriority of joined thread 0", setpriority(PRIO_PROCESS, ids[0], base + 4));
