@@ -274,17 +274,31 @@ unsafe fn post_fast(s: *mut sem_t) -> Option<c_int> {
     if unsafe { remote(s) } || hub::internal::priorities_differ() {
         return None;
     }
-    crate::hook::lean(|| {
-        if hub::unpark_where(s as usize, |_| true) {
-            // SAFETY: the caller's semaphore, process-private (not
-            // remote), so the word is ours (see `handed`).
-            let h = unsafe { word(s as usize, HANDED) };
-            h.store(h.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-            return Some(0);
-        }
-        // SAFETY: the caller's semaphore, forwarded unchanged.
-        Some(unsafe { sem_post::real(s) })
-    })
+    // The hub's wake-up itself (`wake_one`'s arm for equal priorities),
+    // inlined here: through `wake_one` it stays a call, and the ping-pong
+    // took 1.3 ns more, a post nobody waits for 1.8 ns more.
+    // SAFETY: the caller's semaphore, process-private (not remote).
+    crate::hook::lean(|| Some(unsafe { post_private(s, |a| hub::unpark_where(a, |_| true)) }))
+}
+
+/// A post to a process-private semaphore whose posts come from this hub
+/// alone: handed to a fiber that waits (`wake` wakes one, by its address),
+/// else glibc's post.
+///
+/// # Safety
+/// `s` is a live semaphore, not [`remote`]; the caller runs on its hub's
+/// thread.
+#[inline(always)]
+unsafe fn post_private(s: *mut sem_t, wake: impl FnOnce(usize) -> bool) -> c_int {
+    if wake(s as usize) {
+        // SAFETY: per the contract (process-private), so the word is ours
+        // (see `handed`).
+        let h = unsafe { word(s as usize, HANDED) };
+        h.store(h.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        return 0;
+    }
+    // SAFETY: the caller's semaphore, forwarded unchanged.
+    unsafe { sem_post::real(s) }
 }
 
 /// `sem_timedwait`/`sem_clockwait`: the clock and time checked first
@@ -345,15 +359,8 @@ hook! {
         let emulating = crate::gate::emulating_objects();
         // SAFETY: the caller's semaphore.
         if emulating && !unsafe { remote(s) } {
-            if wake_one(s as usize) {
-                // SAFETY: the caller's semaphore, process-private (not
-                // remote), so the word is ours (see `handed`).
-                let h = unsafe { word(s as usize, HANDED) };
-                h.store(h.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-                return 0;
-            }
-            // SAFETY: the caller's semaphore, forwarded unchanged.
-            return unsafe { sem_post::real(s) };
+            // SAFETY: as just checked.
+            return unsafe { post_private(s, wake_one) };
         }
         // SAFETY: the caller's semaphore, forwarded unchanged.
         let r = unsafe { sem_post::real(s) };
