@@ -173,18 +173,21 @@ fn signal(tgid: Option<pid_t>, tid: pid_t, sig: c_int, value: Option<libc::sigva
     if !is_fiber_id(tid) {
         return to_root(tid, sig, value).filter(|_| !other_group);
     }
+    // glibc's own cancellation and set*id signals are not sent to a fiber
+    // (its `pthread_kill` refuses them too).
+    let refused = sig != 0 && (!crate::signal::valid(sig) || super::internal_signal(sig));
     if !hub::is_fiber_thread() {
         let Some(s) = newest_serial(tid).filter(|_| !other_group) else {
             return Some(libc::ESRCH);
         };
-        if sig != 0 && !crate::signal::valid(sig) {
+        if refused {
             return Some(libc::EINVAL);
         }
         let value = value.map(|v| v.sival_ptr as usize);
         return Some(super::to_fibers_thread(
             handle::from_serial(s) as pthread_t,
             move |rec| {
-                if sig != 0 && rec.id.get() == Some(tid) && !super::internal_signal(sig) {
+                if sig != 0 && rec.id.get() == Some(tid) {
                     let v = value.map(|v| libc::sigval {
                         sival_ptr: v as *mut libc::c_void,
                     });
@@ -198,9 +201,7 @@ fn signal(tgid: Option<pid_t>, tid: pid_t, sig: c_int, value: Option<libc::sigva
     };
     Some(match sig {
         0 => 0,
-        // glibc's own cancellation and set*id signals are not sent to a
-        // fiber (its `pthread_kill` refuses them too).
-        _ if !crate::signal::valid(sig) || super::internal_signal(sig) => libc::EINVAL,
+        _ if refused => libc::EINVAL,
         _ => crate::signal::send_to(rec.task.id(), sig, value),
     })
 }
